@@ -1,0 +1,132 @@
+// Package history defines locktest's run history: the events a run records,
+// the append-only JSON-lines file they are written to, and the reader that
+// pairs them back into operations for the checker and the reports.
+//
+// A history is self-contained: its first event (type "run") carries every
+// parameter the checker needs, so `locktest check DIR` works from
+// history.jsonl alone.
+//
+// Times are nanoseconds since the run's base instant, read from the raw
+// CLOCK_MONOTONIC of the controller process, which records every event. They
+// never follow wall-clock jumps, and a client clock fault cannot move them.
+package history
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// FormatVersion is the version of the history file format.
+const FormatVersion = 1
+
+// Type is the kind of an event.
+type Type string
+
+// Event types. An operation is an Invoke followed by one completion (OK, Fail
+// or Info) with the same OpID; Info means indeterminate: the operation may or
+// may not have taken effect, at any time after its invocation.
+const (
+	Run         Type = "run"          // header: run parameters (first line)
+	RunEnd      Type = "run-end"      // the run stopped; Detail says why
+	Invoke      Type = "invoke"       // a client operation starts
+	OK          Type = "ok"           // it completed and took effect
+	Fail        Type = "fail"         // it completed and surely did not take effect
+	Info        Type = "info"         // indeterminate (timeout, lost connection)
+	FaultStart  Type = "fault-start"  // a fault was injected
+	FaultEnd    Type = "fault-end"    // that fault was healed
+	ClientStart Type = "client-start" // a client process started (PID set)
+	ClientExit  Type = "client-exit"  // a client process ended (Detail: why)
+	Note        Type = "note"         // anything worth showing on the time line
+)
+
+// Op is what a client operation does.
+type Op string
+
+// Operations. Read and Write are the two halves of the critical section on
+// the guarded resource; they are performed by the controller at the moment
+// the client process answers them, so a paused client touches the resource
+// only after it resumes, as a real one would.
+const (
+	Acquire Op = "acquire"
+	Release Op = "release"
+	Read    Op = "read"
+	Write   Op = "write"
+)
+
+// Reasons for a Fail completion.
+const (
+	ReasonHeld       = "held"        // acquire: somebody else holds the lock
+	ReasonNotOwner   = "not-owner"   // release: the lock was not (or no longer) ours
+	ReasonStaleToken = "stale-token" // write: the resource rejected a lower fencing token
+	ReasonNotHeld    = "not-held"    // read/write: the client declined, believing its lease gone
+	ReasonError      = "error"       // a definite error (e.g. connection refused)
+	ReasonTimeout    = "timeout"     // acquire with --wait: gave up after the acquire timeout
+)
+
+// Event is one line of history.jsonl.
+type Event struct {
+	Seq    int64  `json:"seq"`              // position in the file, from 0
+	Time   int64  `json:"time"`             // ns since the run's base instant (CLOCK_MONOTONIC)
+	Type   Type   `json:"type"`             // see the Type constants
+	Client int    `json:"client,omitempty"` // logical client, from 1; 0 is the harness
+	Op     Op     `json:"op,omitempty"`     // for operations
+	OpID   int64  `json:"op_id,omitempty"`  // pairs an invoke with its completion
+	Owner  string `json:"owner,omitempty"`  // lease owner id: acquire ok, release invoke
+	Token  *int64 `json:"token,omitempty"`  // fencing token: acquire ok, write invoke
+	Value  *int64 `json:"value,omitempty"`  // resource: value read (read ok) or written (write ok)
+	Prev   *int64 `json:"prev,omitempty"`   // resource: value a write replaced
+	// Removed is, for a release that reports what the server deleted, the
+	// owner id of the key it removed ("-" when it removed nothing).
+	Removed string `json:"removed,omitempty"`
+	Reason  string `json:"reason,omitempty"` // for Fail: one of the Reason constants
+	Error   string `json:"error,omitempty"`  // error text for Fail and Info
+	Latency int64  `json:"latency,omitempty"`
+
+	Fault   string `json:"fault,omitempty"`    // fault name for FaultStart/FaultEnd
+	FaultID int64  `json:"fault_id,omitempty"` // pairs a fault's start and end
+	Target  string `json:"target,omitempty"`   // what the fault hit, e.g. "client 3", "redis-1"
+	PID     int    `json:"pid,omitempty"`      // ClientStart: OS pid of the client process
+	Detail  string `json:"detail,omitempty"`   // free text
+
+	Info *RunInfo `json:"info,omitempty"` // Run header only
+}
+
+// RunInfo is the header of a history: everything needed to check it again.
+type RunInfo struct {
+	FormatVersion int      `json:"format_version"`
+	Lock          string   `json:"lock"`
+	Nemeses       []string `json:"nemeses"`
+	Seed          int64    `json:"seed"`
+	Clients       int      `json:"clients"`
+	TTLMillis     int64    `json:"ttl_ms"`        // lease TTL; 0 when the scheme has none
+	Lease         bool     `json:"lease"`         // the lock expires by itself after TTL
+	Fence         bool     `json:"fence"`         // the resource enforced fencing tokens
+	Fencing       bool     `json:"fencing"`       // the scheme hands out fencing tokens
+	Wait          bool     `json:"wait"`          // blocking acquire
+	TimeLimitMs   int64    `json:"time_limit_ms"` // planned duration of the workload
+	StartedAt     string   `json:"started_at"`    // wall clock, RFC 3339, for humans only
+	Cluster       string   `json:"cluster"`
+	Topology      string   `json:"topology"`
+	Version       string   `json:"version"`                     // locktest version
+	Servers       []string `json:"servers,omitempty"`           // server versions
+	DeadlockMs    int64    `json:"deadlock_ms"`                 // liveness threshold
+	Command       string   `json:"command,omitempty"`           // the command line
+	ResourceStart int64    `json:"resource_start"`              // initial value of the resource
+	Extra         any      `json:"extra,omitempty"`             // scheme-specific settings
+	BaseMonotonic int64    `json:"base_monotonic_ns,omitempty"` // CLOCK_MONOTONIC at Time 0
+}
+
+// Int64 returns a pointer to v, for the optional fields of Event.
+func Int64(v int64) *int64 { return &v }
+
+// IsCompletion reports whether t completes an operation.
+func (t Type) IsCompletion() bool { return t == OK || t == Fail || t == Info }
+
+// String renders an event compactly, for error messages and debugging.
+func (e Event) String() string {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Sprintf("event %d", e.Seq)
+	}
+	return string(b)
+}
