@@ -1,0 +1,119 @@
+// Package checker reads a lock history and decides, property by property,
+// whether the lock kept its promises. Every property gets a typed status
+// (pass, fail or unknown); a search that ran out of time is unknown, never a
+// pass. The checker works from the history alone.
+package checker
+
+// Status is the outcome of checking one property.
+type Status string
+
+// Property statuses.
+const (
+	Pass    Status = "pass"
+	Fail    Status = "fail"
+	Unknown Status = "unknown" // the check could not decide (e.g. search timed out)
+	Skipped Status = "n/a"     // the property does not apply to this run
+)
+
+// Verdict is the overall answer for a run.
+type Verdict string
+
+// Verdicts, with the exit codes of `locktest run` and `locktest check`.
+const (
+	Safe         Verdict = "safe"         // exit 0
+	Unsafe       Verdict = "unsafe"       // exit 1
+	Inconclusive Verdict = "inconclusive" // exit 3
+)
+
+// Anomaly kinds, as written in results.json.
+const (
+	KindDoubleHolder       = "double-holder"
+	KindForeignRelease     = "foreign-release"
+	KindReleaseOKOnExpired = "release-ok-on-expired"
+	KindLostUpdate         = "lost-update"
+	KindStaleWriteAccepted = "stale-write-accepted"
+	KindStaleWriteRejected = "stale-write-rejected"
+	KindDeadlock           = "deadlock"
+	KindNonLinearizable    = "non-linearizable"
+)
+
+// Anomaly is one finding, with everything a person needs to follow it.
+type Anomaly struct {
+	Kind string `json:"kind"`
+	// Severity: "violation" breaks the verdict; "contained" is a lock-level
+	// violation whose damage fencing tokens stopped; "info" is shown only
+	// (e.g. stale-write-rejected: fencing doing its job).
+	Severity    string   `json:"severity"`
+	Clients     []int    `json:"clients"`          // clients involved, the main one first
+	Start       int64    `json:"start"`            // ns since run start
+	End         int64    `json:"end"`              // ns since run start
+	Ops         []int64  `json:"ops,omitempty"`    // OpIDs of the operations that show it
+	Faults      []string `json:"faults,omitempty"` // faults active then, e.g. "pause client 3 (1.20s-4.80s)"
+	Explanation string   `json:"explanation"`      // plain words
+}
+
+// Property is the result of one check.
+type Property struct {
+	Name   string  `json:"name"`
+	Status Status  `json:"status"`
+	Engine string  `json:"engine"`           // what decided it, e.g. "interval sweep", "porcupine"
+	Count  int     `json:"count"`            // anomalies found
+	Detail string  `json:"detail,omitempty"` // e.g. why unknown or n/a
+	Millis float64 `json:"ms"`               // time the check took
+}
+
+// Counts summarises the history.
+type Counts struct {
+	Ops             int   `json:"ops"`
+	Acquires        int   `json:"acquires"`
+	AcquiresOK      int   `json:"acquires_ok"`
+	AcquiresFail    int   `json:"acquires_fail"`
+	AcquiresInfo    int   `json:"acquires_indeterminate"`
+	Releases        int   `json:"releases"`
+	ReleasesOK      int   `json:"releases_ok"`
+	ReleasesFail    int   `json:"releases_fail"`
+	ReleasesInfo    int   `json:"releases_indeterminate"`
+	Writes          int   `json:"writes"`
+	WritesAccepted  int   `json:"writes_accepted"`
+	WritesRejected  int   `json:"writes_rejected"`
+	Faults          int   `json:"faults"`
+	FaultsOnHolder  int   `json:"faults_on_holder"` // client faults that hit a client while it held the lock
+	ClientsAcquired int   `json:"clients_acquired"` // distinct clients with a successful acquire
+	ResourceFinal   int64 `json:"resource_final"`
+	DurationNs      int64 `json:"duration_ns"`
+	HeldNs          int64 `json:"held_ns"` // time during which some client surely held the lock
+}
+
+// Result is what results.json holds.
+type Result struct {
+	Verdict Verdict `json:"verdict"`
+	// Why is one line saying what decided the verdict.
+	Why        string     `json:"why"`
+	Lock       string     `json:"lock"`
+	Nemeses    []string   `json:"nemeses"`
+	Seed       int64      `json:"seed"`
+	Fence      bool       `json:"fence"`
+	Truncated  bool       `json:"truncated,omitempty"`
+	Counts     Counts     `json:"counts"`
+	Properties []Property `json:"properties"`
+	Anomalies  []Anomaly  `json:"anomalies"`
+	// FirstViolation is the time of the earliest violation, -1 when none.
+	FirstViolation int64 `json:"first_violation_ns"`
+}
+
+// Hold is an interval during which a client surely believed it held the
+// lock: from the return of its successful acquire to the invocation of its
+// release (or its process's end, or the end of the history).
+type Hold struct {
+	Client    int    `json:"client"`
+	Owner     string `json:"owner"`
+	Token     *int64 `json:"token,omitempty"`
+	Start     int64  `json:"start"`
+	End       int64  `json:"end"`
+	AcquireOp int64  `json:"acquire_op"`
+	ReleaseOp int64  `json:"release_op,omitempty"` // 0 when it never released
+	// AcquireCall is when the acquire was invoked: the server granted the
+	// lease at some time in [AcquireCall, Start].
+	AcquireCall int64  `json:"acquire_call"`
+	EndReason   string `json:"end_reason"` // "release", "client-exit", "end-of-history"
+}
