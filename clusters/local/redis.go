@@ -1,0 +1,325 @@
+// Package local is the embedded backend: it runs the servers as child
+// processes from the machine's Debian packages, on loopback addresses and
+// ports it picks itself, with their data and logs in the run directory.
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/runstate"
+)
+
+// Backend starts topologies as local processes.
+type Backend struct{}
+
+// Name returns "local".
+func (Backend) Name() string { return "local" }
+
+// Start starts the topology in s.
+func (Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
+	switch s.Topology {
+	case "redis":
+		if m := clusters.Missing("redis"); len(m) > 0 {
+			return nil, clusters.MissingError(m)
+		}
+		n := &redisNode{name: "redis-1", dir: filepath.Join(s.Dir, "servers", "redis-1"), tracker: s.Tracker}
+		if err := n.start(ctx, 0); err != nil {
+			return nil, err
+		}
+		return &cluster{topology: s.Topology, nodes: []*redisNode{n}}, nil
+	}
+	return nil, fmt.Errorf("local backend: unknown topology %q", s.Topology)
+}
+
+type cluster struct {
+	topology string
+	nodes    []*redisNode
+}
+
+func (c *cluster) Topology() string { return c.topology }
+
+func (c *cluster) Nodes() []clusters.Node {
+	out := make([]clusters.Node, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n
+	}
+	return out
+}
+
+func (c *cluster) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.Addr()
+	}
+	return out
+}
+
+func (c *cluster) Versions() []string {
+	v := redisVersion()
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.name + ": " + v
+	}
+	return out
+}
+
+func (c *cluster) Stop(ctx context.Context) error {
+	var errs []error
+	for _, n := range c.nodes {
+		errs = append(errs, n.stop(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// redisNode is one redis-server with no persistence.
+type redisNode struct {
+	name    string
+	dir     string
+	tracker *runstate.Tracker
+
+	mu     sync.Mutex
+	addr   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	logf   *os.File
+}
+
+func (n *redisNode) Name() string { return n.name }
+
+func (n *redisNode) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addr
+}
+
+func (n *redisNode) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// start runs redis-server on port (0: pick a free one), and waits until it
+// answers PING.
+func (n *redisNode) start(ctx context.Context, port int) error {
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		p := port
+		if p == 0 {
+			var err error
+			if p, err = freePort(); err != nil {
+				return err
+			}
+		}
+		if err := n.launch(ctx, p); err != nil {
+			lastErr = err
+			if port != 0 {
+				// The same port is needed (restart): wait for it to free.
+				time.Sleep(200 * time.Millisecond)
+			}
+			continue
+		}
+		return nil
+	}
+	return fmt.Errorf("start %s: %w", n.name, lastErr)
+}
+
+func (n *redisNode) launch(ctx context.Context, port int) error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	logPath := filepath.Join(n.dir, "redis.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("redis-server",
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no", "--dir", n.dir,
+		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "notice")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	n.tracker.AddProc(cmd.Process.Pid, n.name)
+	n.mu.Lock()
+	n.addr, n.cmd, n.exited, n.logf = addr, cmd, exited, logf
+	n.mu.Unlock()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := ping(addr); err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			n.tracker.RemoveProc(cmd.Process.Pid)
+			return fmt.Errorf("redis-server exited at start: %s", lastLines(logPath, 3))
+		case <-ctx.Done():
+			n.kill()
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			n.kill()
+			return fmt.Errorf("redis-server on %s did not answer PING within 10s: %s", addr, lastLines(logPath, 3))
+		}
+	}
+}
+
+// ping sends an inline PING and waits for +PONG.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}
+
+func (n *redisNode) signal(sig syscall.Signal) error {
+	pid := n.PID()
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", n.name)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("%s %s: %w", sig, n.name, err)
+	}
+	return nil
+}
+
+func (n *redisNode) Pause() error  { return n.signal(syscall.SIGSTOP) }
+func (n *redisNode) Resume() error { return n.signal(syscall.SIGCONT) }
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (n *redisNode) Kill() error {
+	if n.PID() == 0 {
+		return fmt.Errorf("%s is not running", n.name)
+	}
+	n.kill()
+	return nil
+}
+
+func (n *redisNode) kill() {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+	<-exited
+	n.tracker.RemoveProc(cmd.Process.Pid)
+}
+
+// Restart starts the server again on its old port, with no data.
+func (n *redisNode) Restart(ctx context.Context) error {
+	if n.PID() != 0 {
+		return fmt.Errorf("%s is still running", n.name)
+	}
+	_, portStr, _ := net.SplitHostPort(n.Addr())
+	port, _ := strconv.Atoi(portStr)
+	return n.start(ctx, port)
+}
+
+// stop resumes the server if paused, asks it to quit (SIGTERM) and kills it
+// after a grace period.
+func (n *redisNode) stop(ctx context.Context) error {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(3 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	n.tracker.RemoveProc(cmd.Process.Pid)
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log)"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+var (
+	versionOnce sync.Once
+	version     string
+)
+
+func redisVersion() string {
+	versionOnce.Do(func() {
+		out, err := exec.Command("redis-server", "--version").Output()
+		if err != nil {
+			version = "redis-server (version unknown)"
+			return
+		}
+		for _, f := range strings.Fields(string(out)) {
+			if strings.HasPrefix(f, "v=") {
+				version = "redis " + strings.TrimPrefix(f, "v=")
+				return
+			}
+		}
+		version = strings.TrimSpace(string(out))
+	})
+	return version
+}

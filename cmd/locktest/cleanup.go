@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locktest/locktest/internal/runstate"
+)
+
+func newCleanupCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "cleanup",
+		Short: "Remove what crashed runs left behind (their servers and client processes)",
+		Long: `Remove what crashed runs left behind. Every run records the processes it
+starts (pid and start time) in ` + runstate.Dir() + `; cleanup kills those
+that are still the same processes, only for runs whose harness is gone, and
+never touches anything else. Run directories in the store are kept.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			stale, err := runstate.Stale()
+			if err != nil {
+				return exitCode{exitError, err}
+			}
+			out := cmd.OutOrStdout()
+			if len(stale) == 0 {
+				fmt.Fprintln(out, "nothing to clean up")
+				return nil
+			}
+			for _, st := range stale {
+				fmt.Fprintf(out, "run %s (%s):\n", st.RunID, st.RunDir)
+				for _, d := range runstate.Clean(st) {
+					fmt.Fprintf(out, "  %s\n", d)
+				}
+			}
+			return nil
+		},
+	}
+}

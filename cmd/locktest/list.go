@@ -1,0 +1,38 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/nemesis"
+)
+
+func newListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the lock schemes and the faults",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "LOCK SCHEMES\tSERVERS\tLEASE\tFENCE\t")
+			for _, s := range locks.Schemes {
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", s.Name, s.Topology, yesNo(s.Lease), yesNo(s.Fencing), s.Summary)
+			}
+			fmt.Fprintln(w, "\nFAULTS (--nemesis)\t\t\t\t")
+			for _, n := range nemesis.All {
+				fmt.Fprintf(w, "  %s\t\t\t\t%s\n", n.Name, n.Summary)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/workloads"
+)
+
+type runFlags struct {
+	o           harness.Options
+	hold, think string
+	seedSet     bool
+}
+
+func newRunCmd() *cobra.Command {
+	f := &runFlags{}
+	c := &cobra.Command{
+		Use:   "run --lock NAME --nemesis LIST",
+		Short: "Run one lock scheme under faults and check the history",
+		Long: `Run one lock scheme under faults and check the history.
+
+The run starts its own servers (never a server the machine already runs),
+drives --clients client processes, injects the faults named by --nemesis,
+writes everything to a new run directory under --store (store/latest points
+to it) and prints the verdict.
+
+` + exitCodesHelp,
+		Example: `  locktest run --lock redis-lua --nemesis pause
+  locktest run --lock redis-lua --nemesis pause --fence --seed 42
+  locktest run --lock redis-setnx --nemesis crash-client --time-limit 20s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.seedSet = cmd.Flags().Changed("seed")
+			return runRun(cmd, f)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.o.Lock, "lock", "", "lock scheme (see `locktest list`)")
+	fl.StringVar(&f.o.Nemesis, "nemesis", "none", "faults, comma separated (see `locktest list`)")
+	fl.DurationVar(&f.o.TimeLimit, "time-limit", 30*time.Second, "how long the workload runs")
+	fl.IntVar(&f.o.Clients, "clients", 5, "number of client processes")
+	fl.DurationVar(&f.o.TTL, "ttl", 2*time.Second, "lease TTL for schemes that expire; pauses are sized from it")
+	fl.StringVar(&f.hold, "hold", "100ms..500ms", "time a holder spends in its critical section, MIN..MAX")
+	fl.StringVar(&f.think, "think", "10ms..50ms", "pause between a client's attempts, MIN..MAX")
+	fl.Int64Var(&f.o.Seed, "seed", 0, "seed for every random choice (default: derived from the time, and printed)")
+	fl.BoolVar(&f.o.Fence, "fence", false, "hand out fencing tokens and make the guarded resource reject stale ones")
+	fl.BoolVar(&f.o.Wait, "wait", false, "blocking acquire: retry every 100ms (jittered) until --wait-timeout")
+	fl.DurationVar(&f.o.WaitTimeout, "wait-timeout", 5*time.Second, "how long a blocking acquire waits")
+	fl.DurationVar(&f.o.OpTimeout, "op-timeout", time.Second, "deadline of one request from a client to a server")
+	fl.StringVar(&f.o.Store, "store", "store", "directory that keeps every run")
+	fl.StringVar(&f.o.Cluster, "cluster", "local", "where the servers run: local")
+	fl.BoolVar(&f.o.Quiet, "quiet", false, "print only the summary")
+	_ = c.MarkFlagRequired("lock")
+	return c
+}
+
+func runRun(cmd *cobra.Command, f *runFlags) error {
+	var err error
+	if f.o.Hold, err = parseRange(f.hold); err != nil {
+		return exitCode{exitError, fmt.Errorf("--hold: %w", err)}
+	}
+	if f.o.Think, err = parseRange(f.think); err != nil {
+		return exitCode{exitError, fmt.Errorf("--think: %w", err)}
+	}
+	if !f.seedSet {
+		f.o.Seed = time.Now().UnixNano() % 1_000_000_007
+	}
+	f.o.Command = strings.Join(os.Args, " ")
+	f.o.Out = cmd.OutOrStdout()
+	out, err := harness.Run(cmd.Context(), f.o)
+	var ue harness.UsageError
+	switch {
+	case errors.As(err, &ue):
+		return exitCode{exitError, ue}
+	case err != nil && cmd.Context().Err() != nil:
+		return exitCode{exitInterrupted, fmt.Errorf("interrupted: %w", err)}
+	case err != nil:
+		return exitCode{exitError, err}
+	case out.Interrupted:
+		fmt.Fprintf(cmd.ErrOrStderr(), "locktest: interrupted; history kept in %s (check it again with `locktest check %s`)\n", out.Dir, out.Dir)
+		return exitCode{code: exitInterrupted}
+	}
+	return exitCode{code: verdictCode(out.Result.Verdict)}
+}
+
+// parseRange reads "100ms..500ms" or a single duration.
+func parseRange(s string) (workloads.Range, error) {
+	lo, hi, found := strings.Cut(s, "..")
+	if !found {
+		hi = lo
+	}
+	a, err := time.ParseDuration(strings.TrimSpace(lo))
+	if err != nil {
+		return workloads.Range{}, fmt.Errorf("bad duration %q (want e.g. 100ms..500ms)", lo)
+	}
+	b, err := time.ParseDuration(strings.TrimSpace(hi))
+	if err != nil {
+		return workloads.Range{}, fmt.Errorf("bad duration %q (want e.g. 100ms..500ms)", hi)
+	}
+	if a < 0 || b < a {
+		return workloads.Range{}, fmt.Errorf("%q: want 0 <= MIN <= MAX", s)
+	}
+	return workloads.Range{Min: a, Max: b}, nil
+}

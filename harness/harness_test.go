@@ -1,0 +1,226 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/workloads"
+)
+
+// TestMain lets the test binary double as a client process: the harness
+// starts it with the argument "worker", exactly as it starts
+// `locktest worker`.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		if err := workloads.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// needServer skips outside CI when redis-server is missing, and fails under
+// CI, where a missing server is a broken install.
+func needServer(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server not installed under CI: %v", err)
+		}
+		t.Skip("redis-server not installed: run scripts/install.sh (apt-get install -y redis-server)")
+	}
+}
+
+func baseOptions(t *testing.T, lock, nem string, seed int64) Options {
+	t.Helper()
+	return Options{
+		Lock: lock, Nemesis: nem, Seed: seed,
+		TimeLimit: 8 * time.Second, Clients: 5, TTL: time.Second,
+		Hold:  workloads.Range{Min: 50 * time.Millisecond, Max: 250 * time.Millisecond},
+		Think: workloads.Range{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+		WaitTimeout: 3 * time.Second, OpTimeout: 500 * time.Millisecond,
+		Store: t.TempDir(), Cluster: "local", Quiet: true,
+		ClientArgv: []string{os.Args[0], "worker"},
+		Out:        &strings.Builder{},
+	}
+}
+
+func kinds(r checker.Result, severity string) map[string]int {
+	out := map[string]int{}
+	for _, a := range r.Anomalies {
+		if severity == "" || a.Severity == severity {
+			out[a.Kind]++
+		}
+	}
+	return out
+}
+
+// The acceptance cells of the foundation, each against a real redis-server.
+func TestRunCells(t *testing.T) {
+	needServer(t)
+	cases := []struct {
+		name    string
+		lock    string
+		nemesis string
+		fence   bool
+		verdict checker.Verdict
+		want    []string // anomaly kinds that must be present
+		absent  []string // anomaly kinds that must not be
+	}{
+		{name: "lua without faults is safe", lock: "redis-lua", nemesis: "none", verdict: checker.Safe,
+			absent: []string{checker.KindDoubleHolder, checker.KindLostUpdate, checker.KindForeignRelease}},
+		{name: "lua under pause has a double holder", lock: "redis-lua", nemesis: "pause", verdict: checker.Unsafe,
+			want: []string{checker.KindDoubleHolder}, absent: []string{checker.KindForeignRelease}},
+		{name: "plain DEL under pause releases a foreign lock", lock: "redis-del", nemesis: "pause", verdict: checker.Unsafe,
+			want: []string{checker.KindDoubleHolder, checker.KindForeignRelease}},
+		{name: "fenced lua under pause keeps the data safe", lock: "redis-lua", nemesis: "pause", fence: true, verdict: checker.Safe,
+			want: []string{checker.KindStaleWriteRejected}, absent: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
+		{name: "setnx with a crashed holder deadlocks", lock: "redis-setnx", nemesis: "crash-client", verdict: checker.Unsafe,
+			want: []string{checker.KindDeadlock}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := baseOptions(t, tc.lock, tc.nemesis, int64(100+i))
+			o.Fence = tc.fence
+			out, err := Run(context.Background(), o)
+			require.NoError(t, err)
+			r := out.Result
+			found := kinds(r, "")
+			require.Equal(t, tc.verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
+			for _, k := range tc.want {
+				require.Positive(t, found[k], "want a %s anomaly; got %v", k, found)
+			}
+			for _, k := range tc.absent {
+				require.Zero(t, found[k], "want no %s anomaly; got %v", k, found)
+			}
+			for _, f := range []string{"config.json", "history.jsonl", "results.json", "report.html", "servers/redis-1/redis.log"} {
+				require.FileExists(t, filepath.Join(out.Dir, f))
+			}
+			assertNothingLeft(t, out.Dir)
+		})
+	}
+}
+
+// assertNothingLeft checks that no process the run started is alive.
+func assertNothingLeft(t *testing.T, dir string) {
+	t.Helper()
+	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
+	require.NoError(t, err)
+	for _, c := range h.Clients {
+		require.False(t, alive(c.PID), "client %d (pid %d) still runs", c.ID, c.PID)
+		require.NotEqual(t, history.Never, c.End, "client %d has no exit event", c.ID)
+	}
+	for _, f := range h.Faults {
+		require.NotEqual(t, history.Never, f.End, "fault %s on %s was never healed", f.Name, f.Target)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "servers", "redis-1", "redis.log"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		// "pid:M dd Mon ..." lines carry the server's pid.
+		pidStr, _, ok := strings.Cut(line, ":")
+		if pid, err := strconv.Atoi(pidStr); ok && err == nil {
+			require.False(t, alive(pid) && isRedis(pid), "redis-server pid %d still runs", pid)
+		}
+	}
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	// A zombie is gone for our purposes.
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+func isRedis(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.HasPrefix(string(b), "redis")
+}
+
+// An interrupt while a client is frozen: every process resumed or ended,
+// the server stopped, the history kept and checkable.
+func TestInterruptDuringPause(t *testing.T) {
+	needServer(t)
+	o := baseOptions(t, "redis-lua", "pause", 7)
+	o.TimeLimit = 30 * time.Second
+	o.TTL = 2 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	var out *Outcome
+	var err error
+	go func() { out, err = Run(ctx, o); close(done) }()
+
+	// Wait until a pause is in effect, then interrupt.
+	deadline := time.Now().Add(20 * time.Second)
+	for !pauseActive(t, o.Store) {
+		require.True(t, time.Now().Before(deadline), "no pause began within 20s")
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop within 20s of the interrupt")
+	}
+	require.NoError(t, err)
+	require.True(t, out.Interrupted)
+	h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, "interrupted", h.Ended)
+	require.NotEmpty(t, h.Faults)
+	assertNothingLeft(t, out.Dir)
+	res, err := CheckDir(out.Dir, nil, true)
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Verdict)
+}
+
+func pauseActive(t *testing.T, store string) bool {
+	t.Helper()
+	path := filepath.Join(store, "latest", "history.jsonl")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	return strings.Count(string(b), `"type":"fault-start"`) > strings.Count(string(b), `"type":"fault-end"`)
+}
+
+func TestValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Options)
+		want string
+	}{
+		{"unknown lock", func(o *Options) { o.Lock = "nope" }, `unknown lock "nope"`},
+		{"unknown nemesis", func(o *Options) { o.Nemesis = "pause,flood" }, `unknown nemesis "flood"`},
+		{"zero clients", func(o *Options) { o.Clients = 0 }, "--clients must be at least 1"},
+		{"negative ttl", func(o *Options) { o.TTL = -time.Second }, "--ttl must be positive"},
+		{"none combined", func(o *Options) { o.Nemesis = "none,pause" }, "none cannot be combined"},
+		{"unknown backend", func(o *Options) { o.Cluster = "k8s" }, `unknown cluster backend "k8s"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := baseOptions(t, "redis-lua", "none", 1)
+			tc.mod(&o)
+			_, _, _, err := o.Validate()
+			require.Error(t, err)
+			require.ErrorAs(t, err, new(UsageError))
+			require.Contains(t, err.Error(), tc.want)
+			require.NotContains(t, err.Error(), "\n")
+		})
+	}
+}

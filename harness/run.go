@@ -1,0 +1,342 @@
+// Package harness wires one run together: cluster up, client processes and
+// nemeses side by side, history recorded as it happens, then the checker and
+// the reports. The CLI only turns flags into Options and calls Run.
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/runstate"
+	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/protocol"
+	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/workloads"
+)
+
+// Version is locktest's version, written into every run.
+var Version = "0.1.0-dev"
+
+// Options are the parameters of one run.
+type Options struct {
+	Lock        string          `json:"lock"`
+	Nemesis     string          `json:"nemesis"`
+	TimeLimit   time.Duration   `json:"time_limit"`
+	Clients     int             `json:"clients"`
+	TTL         time.Duration   `json:"ttl"`
+	Hold        workloads.Range `json:"hold"`
+	Think       workloads.Range `json:"think"`
+	Seed        int64           `json:"seed"`
+	Fence       bool            `json:"fence"`
+	Wait        bool            `json:"wait"`
+	WaitTimeout time.Duration   `json:"wait_timeout"`
+	OpTimeout   time.Duration   `json:"op_timeout"`
+	Store       string          `json:"store"`
+	Cluster     string          `json:"cluster"`
+	Quiet       bool            `json:"quiet"`
+	// ClientArgv runs a client process; nil means this executable's hidden
+	// worker command.
+	ClientArgv []string `json:"client_argv,omitempty"`
+	Command    string   `json:"command,omitempty"` // the command line, for the record
+	// Out receives progress lines and the final summary (os.Stdout if nil).
+	Out io.Writer `json:"-"`
+}
+
+// Outcome is what a run produced.
+type Outcome struct {
+	Dir         string
+	Result      checker.Result
+	Interrupted bool
+}
+
+// UsageError is an error in the options: exit code 2, one line.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+func usage(format string, a ...any) error { return UsageError{fmt.Errorf(format, a...)} }
+
+// Validate checks the options and returns the scheme and nemeses they name.
+func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) {
+	s, ok := locks.Lookup(o.Lock)
+	if !ok {
+		return s, nil, nil, usage("unknown lock %q (known: %s)", o.Lock, strings.Join(locks.Names(), ", "))
+	}
+	ns, names, err := nemesis.Parse(o.Nemesis)
+	if err != nil {
+		return s, nil, nil, UsageError{err}
+	}
+	switch {
+	case o.Clients < 1:
+		return s, nil, nil, usage("--clients must be at least 1 (got %d)", o.Clients)
+	case o.Clients > 200:
+		return s, nil, nil, usage("--clients must be at most 200 (got %d)", o.Clients)
+	case o.TimeLimit <= 0:
+		return s, nil, nil, usage("--time-limit must be positive (got %s)", o.TimeLimit)
+	case o.TTL <= 0:
+		return s, nil, nil, usage("--ttl must be positive (got %s)", o.TTL)
+	case o.Hold.Min < 0 || o.Hold.Max < o.Hold.Min:
+		return s, nil, nil, usage("--hold must be MIN..MAX with 0 <= MIN <= MAX")
+	case o.OpTimeout <= 0:
+		return s, nil, nil, usage("--op-timeout must be positive")
+	case o.Wait && o.WaitTimeout <= 0:
+		return s, nil, nil, usage("--wait-timeout must be positive")
+	case o.Fence && !s.Fencing:
+		return s, nil, nil, usage("lock %s cannot hand out fencing tokens", s.Name)
+	}
+	if o.Cluster != "local" {
+		return s, nil, nil, usage("unknown cluster backend %q (this build has: local)", o.Cluster)
+	}
+	if m := clusters.Missing(s.Topology); len(m) > 0 {
+		return s, nil, nil, UsageError{clusters.MissingError(m)}
+	}
+	return s, ns, names, nil
+}
+
+// Run runs one cell. ctx is the interrupt: when it is done the run heals its
+// faults, stops everything, still checks and writes what it recorded, and
+// returns with Interrupted set.
+func Run(ctx context.Context, o Options) (*Outcome, error) {
+	scheme, nemeses, names, err := o.Validate()
+	if err != nil {
+		return nil, err
+	}
+	out := o.Out
+	if out == nil {
+		out = os.Stdout
+	}
+	say := func(format string, a ...any) {
+		if !o.Quiet {
+			fmt.Fprintf(out, format+"\n", a...)
+		}
+	}
+	started := time.Now()
+	dir, err := newRunDir(o.Store, o.Lock, strings.Join(names, "+"), started)
+	if err != nil {
+		return nil, err
+	}
+	runID := "lt" + started.Format("150405") + fmt.Sprintf("%04x", os.Getpid()&0xffff)
+	tracker, err := runstate.Open(runID, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer tracker.Close()
+
+	if err := os.MkdirAll(filepath.Join(dir, "clients"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeJSON(filepath.Join(dir, "config.json"), map[string]any{
+		"options": o, "run_id": runID, "version": Version, "started": started.Format(time.RFC3339Nano),
+		"scheme":  map[string]any{"name": scheme.Name, "topology": scheme.Topology, "lease": scheme.Lease, "fencing": scheme.Fencing},
+		"nemeses": names,
+	}); err != nil {
+		return nil, err
+	}
+	say("locktest %s: lock %s, nemesis %s, %d clients, %s, seed %d", Version, o.Lock, strings.Join(names, ","), o.Clients, o.TimeLimit, o.Seed)
+	say("run directory: %s", dir)
+
+	// Cluster.
+	t0 := time.Now()
+	var backend clusters.Backend = local.Backend{}
+	cl, err := backend.Start(ctx, clusters.Spec{Topology: scheme.Topology, Dir: dir, Tracker: tracker})
+	if err != nil {
+		return nil, fmt.Errorf("start %s cluster: %w", scheme.Topology, err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = cl.Stop(sctx)
+	}()
+	say("cluster %s up in %s: %s", scheme.Topology, time.Since(t0).Round(time.Millisecond), strings.Join(cl.Addrs(), " "))
+
+	// History.
+	base := history.Monotonic()
+	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), base, false)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Close()
+	ttl := o.TTL
+	info := &history.RunInfo{
+		FormatVersion: history.FormatVersion, Lock: o.Lock, Nemeses: names, Seed: o.Seed,
+		Clients: o.Clients, Lease: scheme.Lease, Fence: o.Fence, Fencing: scheme.Fencing && o.Fence, Wait: o.Wait,
+		TimeLimitMs: o.TimeLimit.Milliseconds(), StartedAt: started.Format(time.RFC3339), Cluster: o.Cluster,
+		Topology: scheme.Topology, Version: Version, Servers: cl.Versions(), Command: o.Command,
+		DeadlockMs: (2*ttl + time.Second).Milliseconds(), BaseMonotonic: base,
+	}
+	if scheme.Lease {
+		info.TTLMillis = ttl.Milliseconds()
+	}
+	if o.Wait {
+		// A blocking acquire hides failed tries inside one operation.
+		info.DeadlockMs += o.WaitTimeout.Milliseconds()
+	}
+	rec.RecordAt(history.Event{Type: history.Run, Info: info}, 0)
+
+	argv := o.ClientArgv
+	if argv == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		argv = []string{exe, "worker"}
+	}
+	var maxPause time.Duration = 3*ttl + time.Second
+	wl := workloads.NewRunner(workloads.Config{
+		Clients: o.Clients, Argv: argv,
+		Hello: protocol.Hello{
+			Lock: o.Lock, Servers: cl.Addrs(), Key: "locktest:lock", TTLMillis: ttl.Milliseconds(),
+			Fence: o.Fence, Wait: o.Wait, WaitTimeoutMs: o.WaitTimeout.Milliseconds(),
+			OpTimeoutMs: o.OpTimeout.Milliseconds(), Seed: o.Seed,
+		},
+		Hold: o.Hold, Think: o.Think, Seed: o.Seed, Dir: dir,
+		ReplyLimit: o.OpTimeout + o.WaitTimeout + maxPause + 10*time.Second,
+		StartLimit: 10 * time.Second,
+		Tracker:    tracker, Recorder: rec, Resource: workloads.NewResource(0, o.Fence),
+	})
+	procs, err := wl.Start()
+	if err != nil {
+		rec.Record(history.Event{Type: history.RunEnd, Detail: "harness error: " + err.Error()}, nil)
+		return nil, err
+	}
+	say("%d client processes started; running for %s", len(procs), o.TimeLimit)
+
+	stop, stopNow := context.WithTimeout(ctx, o.TimeLimit)
+	defer stopNow()
+	env := &nemesis.Env{Recorder: rec, Cluster: cl, Workload: wl, TTL: ttl, Seed: o.Seed}
+	nemErr := make(chan error, 1)
+	go func() { nemErr <- nemesis.RunAll(stop, env, nemeses) }()
+	if !o.Quiet {
+		go progress(stop, out, rec, o.TimeLimit)
+	}
+	wlErr := wl.Run(ctx, stop, procs)
+	stopNow()
+	nErr := <-nemErr
+	interrupted := ctx.Err() != nil
+	endDetail := "time limit"
+	switch {
+	case interrupted:
+		endDetail = "interrupted"
+	case wlErr != nil || nErr != nil:
+		endDetail = "harness error: " + errors.Join(wlErr, nErr).Error()
+	}
+	rec.Record(history.Event{Type: history.RunEnd, Detail: endDetail}, nil)
+	if err := rec.Close(); err != nil {
+		return nil, err
+	}
+	if wlErr != nil || nErr != nil {
+		if !interrupted {
+			return &Outcome{Dir: dir}, fmt.Errorf("run aborted (history kept in %s): %w", dir, errors.Join(wlErr, nErr))
+		}
+	}
+
+	res, err := CheckDir(dir, out, o.Quiet)
+	if err != nil {
+		return nil, err
+	}
+	return &Outcome{Dir: dir, Result: *res, Interrupted: interrupted}, nil
+}
+
+// CheckDir checks the history in a run directory, writes results.json and
+// report.html there and prints the summary.
+func CheckDir(dir string, out io.Writer, quiet bool) (*checker.Result, error) {
+	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	res := checker.Check(h, checker.DefaultOptions())
+	if err := reports.WriteResultsJSON(filepath.Join(dir, "results.json"), &res); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		return nil, err
+	}
+	if err := reports.WriteRunHTML(f, h, &res); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	if out != nil {
+		reports.WriteSummary(out, h, &res, isTerminal(out) && !quiet)
+		fmt.Fprintf(out, "report: %s\n", filepath.Join(dir, "report.html"))
+	}
+	return &res, nil
+}
+
+func newRunDir(store, lock, nem string, t time.Time) (string, error) {
+	if store == "" {
+		store = "store"
+	}
+	parent := filepath.Join(store, lock, nem)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", fmt.Errorf("create store: %w", err)
+	}
+	name := t.Format("20060102T150405.000")
+	dir := filepath.Join(parent, name)
+	for i := 1; ; i++ {
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || i > 100 {
+			return "", fmt.Errorf("create run directory: %w", err)
+		}
+		dir = filepath.Join(parent, fmt.Sprintf("%s-%d", name, i))
+	}
+	latest := filepath.Join(store, "latest")
+	rel, err := filepath.Rel(store, dir)
+	if err == nil {
+		_ = os.Remove(latest)
+		_ = os.Symlink(rel, latest)
+	}
+	return dir, nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress prints a line every few seconds while the workload runs.
+func progress(ctx context.Context, out io.Writer, rec *history.Recorder, limit time.Duration) {
+	start := time.Now()
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			el := time.Since(start).Round(time.Second)
+			fmt.Fprintf(out, "  %s / %s elapsed\n", el, limit)
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package locks_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/locks"
+)
+
+// startRedis starts a private redis-server for one test.
+func startRedis(tb testing.TB) clusters.Cluster {
+	tb.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			tb.Fatalf("redis-server not installed under CI: %v", err)
+		}
+		tb.Skip("redis-server not installed: run scripts/install.sh (apt-get install -y redis-server)")
+	}
+	cl, err := local.Backend{}.Start(context.Background(), clusters.Spec{Topology: "redis", Dir: tb.TempDir()})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = cl.Stop(context.Background()) })
+	return cl
+}
+
+func newLock(tb testing.TB, s locks.Scheme, addr string, client int, ttl time.Duration, fence bool) locks.Lock {
+	tb.Helper()
+	l, err := s.New(locks.Config{Addrs: []string{addr}, Key: "k:" + s.Name, TTL: ttl, Fence: fence, OpTimeout: time.Second, Client: client})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// Every scheme through the same conformance test: mutual exclusion while
+// held, release by the holder, fencing tokens that grow, and what happens
+// after the lease ran out.
+func TestConformance(t *testing.T) {
+	cl := startRedis(t)
+	addr := cl.Addrs()[0]
+	ctx := context.Background()
+	for _, s := range locks.Schemes {
+		t.Run(s.Name, func(t *testing.T) {
+			ttl := 300 * time.Millisecond
+			a := newLock(t, s, addr, 1, ttl, true)
+			b := newLock(t, s, addr, 2, ttl, true)
+
+			la, err := a.Acquire(ctx)
+			require.NoError(t, err)
+			require.NotEmpty(t, la.Owner)
+			require.NotNil(t, la.Token, "fenced acquire gives a token")
+			_, err = b.Acquire(ctx)
+			require.ErrorIs(t, err, locks.ErrHeld)
+			typ, reason := locks.Classify(err)
+			require.Equal(t, history.Fail, typ)
+			require.Equal(t, history.ReasonHeld, reason)
+
+			res, err := a.Release(ctx, la)
+			require.NoError(t, err)
+			if res.Removed != "" {
+				require.Equal(t, la.Owner, res.Removed)
+			}
+			lb, err := b.Acquire(ctx)
+			require.NoError(t, err)
+			require.Greater(t, *lb.Token, *la.Token, "tokens grow")
+			require.NotEqual(t, la.Owner, lb.Owner)
+
+			// After the lease: schemes with expiry let another client in.
+			time.Sleep(ttl + 100*time.Millisecond)
+			lc, err := a.Acquire(ctx)
+			if !s.Lease {
+				require.ErrorIs(t, err, locks.ErrHeld, "a lock without TTL never expires")
+				return
+			}
+			require.NoError(t, err, "the lease expired, the lock is free")
+
+			// b's release now meets a's key: each scheme's own answer.
+			res, err = b.Release(ctx, lb)
+			switch s.Name {
+			case "redis-lua":
+				require.ErrorIs(t, err, locks.ErrNotOwner)
+				require.Equal(t, "-", res.Removed)
+			case "redis-lua-lenient":
+				require.NoError(t, err, "the lenient release says ok")
+			default: // plain DEL: removes a's key and says so
+				require.NoError(t, err)
+				require.Equal(t, lc.Owner, res.Removed)
+			}
+		})
+	}
+}
+
+func TestDefiniteAndIndeterminateErrors(t *testing.T) {
+	cl := startRedis(t)
+	ctx := context.Background()
+	s, _ := locks.Lookup("redis-lua")
+
+	// Nobody listens: connection refused is a definite failure.
+	dead := newLock(t, s, "127.0.0.1:1", 1, time.Second, false)
+	_, err := dead.Acquire(ctx)
+	typ, reason := locks.Classify(err)
+	require.Equal(t, history.Fail, typ, "err: %v", err)
+	require.Equal(t, history.ReasonError, reason)
+
+	// A frozen server: the request was sent, the outcome is unknown.
+	l, err := s.New(locks.Config{Addrs: cl.Addrs(), Key: "k", TTL: time.Second, OpTimeout: 200 * time.Millisecond, Client: 1})
+	require.NoError(t, err)
+	defer l.Close()
+	_, err = l.Acquire(ctx) // warm the connection
+	require.NoError(t, err)
+	n := cl.Nodes()[0]
+	require.NoError(t, n.Pause())
+	defer func() { _ = n.Resume() }()
+	_, err = l.Acquire(ctx)
+	require.Error(t, err)
+	typ, _ = locks.Classify(err)
+	require.Equal(t, history.Info, typ, "err: %v", err)
+}
+
+func TestBlockingWaitsForRelease(t *testing.T) {
+	cl := startRedis(t)
+	ctx := context.Background()
+	s, _ := locks.Lookup("redis-lua")
+	a := newLock(t, s, cl.Addrs()[0], 1, 5*time.Second, false)
+	b := locks.Blocking(newLock(t, s, cl.Addrs()[0], 2, 5*time.Second, false), 20*time.Millisecond, 2*time.Second, nil)
+	la, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_, _ = a.Release(ctx, la)
+	}()
+	start := time.Now()
+	_, err = b.Acquire(ctx)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(start), 150*time.Millisecond)
+
+	// And gives up with ErrHeld when the lock never frees.
+	c := locks.Blocking(newLock(t, s, cl.Addrs()[0], 3, 5*time.Second, false), 20*time.Millisecond, 300*time.Millisecond, nil)
+	_, err = c.Acquire(ctx)
+	require.ErrorIs(t, err, locks.ErrHeld)
+}

@@ -1,0 +1,140 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/workloads"
+)
+
+// pause freezes the lock holder right after it acquires, for longer than
+// its lease, then lets it go on believing it still holds the lock.
+type pause struct{}
+
+func (*pause) Name() string { return "pause" }
+
+func (*pause) Run(ctx context.Context, env *Env) error {
+	r := rng(env, "pause")
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	busy := false
+	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
+	env.Workload.OnAcquire(func(p *workloads.Process) {
+		mu.Lock()
+		if busy || ctx.Err() != nil || time.Now().Before(next) {
+			mu.Unlock()
+			return
+		}
+		d := scaled(r, env.TTL, 1.5, 3)
+		cool := scaled(r, env.TTL, 0.5, 1.5)
+		busy = true
+		mu.Unlock()
+		if err := p.Pause(); err != nil {
+			mu.Lock()
+			busy = false
+			mu.Unlock()
+			return
+		}
+		end := fault(env, "pause", fmt.Sprintf("client %d", p.ID), fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			detail := "SIGCONT"
+			if !sleepCtx(ctx, d) {
+				detail = "SIGCONT (run ending)"
+			}
+			_ = p.Resume()
+			end(detail)
+			mu.Lock()
+			busy = false
+			next = time.Now().Add(cool)
+			mu.Unlock()
+		}()
+	})
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+// crashClient kills the lock holder right after it acquires.
+type crashClient struct{}
+
+func (*crashClient) Name() string { return "crash-client" }
+
+func (*crashClient) Run(ctx context.Context, env *Env) error {
+	r := rng(env, "crash-client")
+	var mu sync.Mutex
+	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
+	env.Workload.OnAcquire(func(p *workloads.Process) {
+		mu.Lock()
+		if ctx.Err() != nil || time.Now().Before(next) {
+			mu.Unlock()
+			return
+		}
+		next = time.Now().Add(scaled(r, env.TTL, 2, 4))
+		mu.Unlock()
+		end := fault(env, "crash-client", fmt.Sprintf("client %d", p.ID), "SIGKILL while holding the lock")
+		p.Kill()
+		end("process gone")
+	})
+	<-ctx.Done()
+	return nil
+}
+
+// pauseServer freezes a server for a while.
+type pauseServer struct{}
+
+func (*pauseServer) Name() string { return "pause-server" }
+
+func (*pauseServer) Run(ctx context.Context, env *Env) error {
+	r := rng(env, "pause-server")
+	nodes := env.Cluster.Nodes()
+	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
+		n := nodes[r.IntN(len(nodes))]
+		d := scaled(r, env.TTL, 0.5, 2)
+		if err := n.Pause(); err != nil {
+			return err
+		}
+		end := fault(env, "pause-server", n.Name(), fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
+		sleepCtx(ctx, d)
+		err := n.Resume()
+		end("SIGCONT")
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// killServer kills a server and restarts it empty.
+type killServer struct{}
+
+func (*killServer) Name() string { return "kill" }
+
+func (*killServer) Run(ctx context.Context, env *Env) error {
+	r := rng(env, "kill")
+	nodes := env.Cluster.Nodes()
+	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
+		n := nodes[r.IntN(len(nodes))]
+		down := between(r, 300*time.Millisecond, time.Second)
+		if err := n.Kill(); err != nil {
+			return err
+		}
+		end := fault(env, "kill", n.Name(), fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond)))
+		sleepCtx(ctx, down)
+		// Restart even when the run is ending: the cluster must be whole
+		// for a clean stop. A fresh context bounds the restart.
+		rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		err := n.Restart(rctx)
+		cancel()
+		if err != nil {
+			end("restart failed: " + err.Error())
+			return errors.Join(fmt.Errorf("restart %s", n.Name()), err)
+		}
+		end("restarted empty")
+	}
+	return nil
+}

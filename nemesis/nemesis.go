@@ -1,0 +1,170 @@
+// Package nemesis injects faults. A fault (how) is kept apart from its
+// schedule (when, where, how long), which draws every choice from the run's
+// seeded random source. Every fault is recorded in the history as a
+// fault-start and a fault-end event and is healed on every exit path: when
+// Run returns, nothing it did is still in effect.
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/workloads"
+)
+
+// Env is what faults act on.
+type Env struct {
+	Recorder *history.Recorder
+	Cluster  clusters.Cluster
+	Workload *workloads.Runner
+	TTL      time.Duration // the lease length: pauses are sized from it
+	Seed     int64
+
+	faultIDs atomic.Int64
+}
+
+// Nemesis is one kind of fault with its schedule.
+type Nemesis interface {
+	Name() string
+	// Run injects faults until ctx is done, then heals what is still in
+	// effect and returns.
+	Run(ctx context.Context, env *Env) error
+}
+
+// Info describes a nemesis for `locktest list`.
+type Info struct {
+	Name    string
+	Summary string
+	New     func() Nemesis
+}
+
+// All is the registry of nemeses, in the order `locktest list` shows them.
+var All = []Info{
+	{"none", "no fault: the baseline every scheme must pass", nil},
+	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL, then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }},
+	{"pause-server", "SIGSTOP a server for 0.5-2x the TTL, then SIGCONT", func() Nemesis { return &pauseServer{} }},
+	{"kill", "kill -9 a server and restart it empty after 0.3-1 s (the lock state is lost)", func() Nemesis { return &killServer{} }},
+	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }},
+}
+
+// Parse turns "pause,kill" into nemeses. "none" alone means no fault.
+func Parse(list string) ([]Nemesis, []string, error) {
+	var out []Nemesis
+	var names []string
+	seen := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if seen[name] {
+			return nil, nil, fmt.Errorf("nemesis %q given twice", name)
+		}
+		seen[name] = true
+		info, ok := lookup(name)
+		if !ok {
+			return nil, nil, fmt.Errorf("unknown nemesis %q (known: %s)", name, strings.Join(Names(), ", "))
+		}
+		names = append(names, name)
+		if info.New != nil {
+			out = append(out, info.New())
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil, fmt.Errorf("no nemesis given (use none for no fault)")
+	}
+	if seen["none"] && len(names) > 1 {
+		return nil, nil, fmt.Errorf("none cannot be combined with other nemeses")
+	}
+	return out, names, nil
+}
+
+func lookup(name string) (Info, bool) {
+	for _, i := range All {
+		if i.Name == name {
+			return i, true
+		}
+	}
+	return Info{}, false
+}
+
+// Names lists every nemesis name.
+func Names() []string {
+	out := make([]string, len(All))
+	for i, n := range All {
+		out[i] = n.Name
+	}
+	return out
+}
+
+// RunAll runs every nemesis until ctx is done and returns when all healed.
+func RunAll(ctx context.Context, env *Env, ns []Nemesis) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(ns))
+	for i, n := range ns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.Run(ctx, env); err != nil {
+				errs[i] = fmt.Errorf("nemesis %s: %w", n.Name(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rng returns the seeded random source of nemesis name.
+func rng(env *Env, name string) *rand.Rand {
+	var h uint64 = 14695981039346656037
+	for _, c := range name {
+		h = (h ^ uint64(c)) * 1099511628211
+	}
+	return rand.New(rand.NewPCG(uint64(env.Seed), h))
+}
+
+// between draws a duration uniformly from [lo, hi].
+func between(r *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(r.Int64N(int64(hi-lo)+1))
+}
+
+// scaled draws a multiple in [lo, hi] of base.
+func scaled(r *rand.Rand, base time.Duration, lo, hi float64) time.Duration {
+	return time.Duration(float64(base) * (lo + r.Float64()*(hi-lo)))
+}
+
+// fault records a fault's start and returns the function that records its
+// end, with the detail given then.
+func fault(env *Env, name, target, detail string) func(string) {
+	id := env.faultIDs.Add(1)
+	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, FaultID: id, Detail: detail}, nil)
+	return func(d string) {
+		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, FaultID: id, Detail: d}, nil)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,155 @@
+// Package protocol is the pipe protocol between the locktest controller and
+// a client process: JSON lines, one message per line, on the client's stdin
+// (controller to client) and stdout (client to controller). Anything a client
+// writes to stderr is kept in the run directory.
+//
+// The exchange:
+//
+//	controller: {"type":"hello","version":1,"client":3,"lock":"redis-lua","servers":["127.0.0.1:41234"],"key":"locktest","ttl_ms":2000,"fence":false,"wait":false,"wait_timeout_ms":5000,"op_timeout_ms":1000,"seed":42}
+//	client:     {"type":"ready","version":1,"pid":12345}
+//	controller: {"id":1,"op":"acquire"}
+//	client:     {"id":1,"outcome":"ok","owner":"c3-1-9f2a11c0","token":7}
+//	controller: {"id":2,"op":"read"}
+//	client:     {"id":2,"outcome":"ok"}
+//	controller: {"id":3,"op":"write"}
+//	client:     {"id":3,"outcome":"ok"}
+//	controller: {"id":4,"op":"release","owner":"c3-1-9f2a11c0"}
+//	client:     {"id":4,"outcome":"fail","reason":"not-owner","removed":"-","error":"lock not held by this owner"}
+//	controller: {"id":5,"op":"shutdown"}
+//	client:     {"id":5,"outcome":"ok"}   (then exits 0)
+//
+// read and write are the critical section on the guarded resource, which
+// lives in the controller: the controller performs them at the moment the
+// client answers, so a client frozen before answering touches the resource
+// only after it resumes. A client that believes its lease is gone may answer
+// them with "fail" and reason "not-held" instead.
+//
+// outcome is "ok", "fail" (surely no effect; reason says why) or "info"
+// (indeterminate: it may have taken effect; error says what happened).
+package protocol
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// Version is the protocol version spoken by this build.
+const Version = 1
+
+// Message types and operations.
+const (
+	TypeHello = "hello"
+	TypeReady = "ready"
+
+	OpAcquire  = "acquire"
+	OpRelease  = "release"
+	OpRead     = "read"
+	OpWrite    = "write"
+	OpShutdown = "shutdown"
+)
+
+// Hello is the controller's first message.
+type Hello struct {
+	Type          string   `json:"type"`
+	Version       int      `json:"version"`
+	Client        int      `json:"client"`
+	Lock          string   `json:"lock"`
+	Servers       []string `json:"servers"`
+	Key           string   `json:"key"`
+	TTLMillis     int64    `json:"ttl_ms"`
+	Fence         bool     `json:"fence"`
+	Wait          bool     `json:"wait"`
+	WaitTimeoutMs int64    `json:"wait_timeout_ms"`
+	OpTimeoutMs   int64    `json:"op_timeout_ms"`
+	Seed          int64    `json:"seed"`
+}
+
+// Ready is the client's answer to Hello. A client that cannot start says so
+// in Error and exits.
+type Ready struct {
+	Type    string `json:"type"`
+	Version int    `json:"version"`
+	PID     int    `json:"pid"`
+	Error   string `json:"error,omitempty"`
+}
+
+// Request is one operation the controller asks for.
+type Request struct {
+	ID    int64  `json:"id"`
+	Op    string `json:"op"`
+	Owner string `json:"owner,omitempty"` // release: the lease to give back
+}
+
+// Reply answers the Request with the same ID.
+type Reply struct {
+	ID      int64  `json:"id"`
+	Outcome string `json:"outcome"` // "ok", "fail" or "info"
+	Reason  string `json:"reason,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Owner   string `json:"owner,omitempty"`   // acquire ok: the lease's owner id
+	Token   *int64 `json:"token,omitempty"`   // acquire ok: the fencing token
+	Removed string `json:"removed,omitempty"` // release: whose key the server deleted ("-": none)
+}
+
+// Encoder writes messages as JSON lines.
+type Encoder struct {
+	w *bufio.Writer
+}
+
+// NewEncoder returns an Encoder writing to w.
+func NewEncoder(w io.Writer) *Encoder { return &Encoder{w: bufio.NewWriter(w)} }
+
+// Send writes one message and flushes it.
+func (e *Encoder) Send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	b = append(b, '\n')
+	if _, err := e.w.Write(b); err != nil {
+		return err
+	}
+	return e.w.Flush()
+}
+
+// Decoder reads JSON lines.
+type Decoder struct {
+	sc *bufio.Scanner
+	// Last is the last line read, for error messages about bad clients.
+	Last string
+}
+
+// NewDecoder returns a Decoder reading from r.
+func NewDecoder(r io.Reader) *Decoder {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	return &Decoder{sc: sc}
+}
+
+// Next reads the next line into v. It returns io.EOF at the end of input.
+func (d *Decoder) Next(v any) error {
+	for d.sc.Scan() {
+		line := d.sc.Bytes()
+		if len(line) == 0 {
+			continue
+		}
+		d.Last = string(line)
+		if err := json.Unmarshal(line, v); err != nil {
+			return fmt.Errorf("malformed line %q: %w", truncate(d.Last, 200), err)
+		}
+		return nil
+	}
+	if err := d.sc.Err(); err != nil {
+		return err
+	}
+	return io.EOF
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,259 @@
+package workloads
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/locktest/locktest/protocol"
+)
+
+// Process is one client process, seen from the controller.
+type Process struct {
+	ID         int
+	stderrPath string
+
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	enc     *protocol.Encoder
+	replies chan protocol.Reply
+	exited  chan struct{}
+	exitErr error
+	badLine error // the first malformed line the client printed
+
+	nextReq atomic.Int64
+	killed  atomic.Bool // killed on purpose (crash-client, shutdown)
+	paused  atomic.Bool
+	mu      sync.Mutex
+}
+
+// ErrExited is returned by Do when the client process ended.
+var ErrExited = errors.New("client process exited")
+
+// ErrHung is returned by Do when the client did not answer in time.
+var ErrHung = errors.New("client process did not answer")
+
+// startProcess runs argv as client id, with stderr in stderrPath, and does
+// the handshake.
+func startProcess(argv []string, id int, stderrPath string, hello protocol.Hello, timeout time.Duration) (*Process, error) {
+	errf, err := os.Create(stderrPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = errf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		errf.Close()
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		errf.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		errf.Close()
+		return nil, fmt.Errorf("start client %d (%s): %w", id, strings.Join(argv, " "), err)
+	}
+	p := &Process{
+		ID: id, stderrPath: stderrPath, cmd: cmd, stdin: stdin,
+		enc:     protocol.NewEncoder(stdin),
+		replies: make(chan protocol.Reply, 1),
+		exited:  make(chan struct{}),
+	}
+	dec := protocol.NewDecoder(stdout)
+	readyc := make(chan error, 1)
+	go func() {
+		var ready protocol.Ready
+		err := dec.Next(&ready)
+		switch {
+		case err != nil:
+			readyc <- fmt.Errorf("no handshake: %w", err)
+		case ready.Type != protocol.TypeReady:
+			readyc <- fmt.Errorf("first line %q is not a ready message", dec.Last)
+		case ready.Error != "":
+			readyc <- errors.New(ready.Error)
+		case ready.Version != protocol.Version:
+			readyc <- fmt.Errorf("client speaks protocol version %d, controller %d", ready.Version, protocol.Version)
+		default:
+			readyc <- nil
+		}
+		if err != nil {
+			return
+		}
+		for {
+			var rep protocol.Reply
+			if err := dec.Next(&rep); err != nil {
+				if !errors.Is(err, io.EOF) {
+					p.mu.Lock()
+					p.badLine = err
+					p.mu.Unlock()
+					_ = cmd.Process.Kill()
+				}
+				return
+			}
+			p.replies <- rep
+		}
+	}()
+	go func() {
+		err := cmd.Wait()
+		errf.Close()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(p.exited)
+	}()
+	if err := p.enc.Send(hello); err != nil {
+		p.Kill()
+		return nil, fmt.Errorf("client %d: send hello: %w; %s", id, err, p.stderrTail())
+	}
+	select {
+	case err := <-readyc:
+		if err != nil {
+			p.Kill()
+			return nil, fmt.Errorf("client %d failed to start: %w; %s", id, err, p.stderrTail())
+		}
+	case <-p.exited:
+		return nil, fmt.Errorf("client %d exited at start (%v); %s", id, p.exitError(), p.stderrTail())
+	case <-time.After(timeout):
+		p.Kill()
+		return nil, fmt.Errorf("client %d gave no handshake within %s; %s", id, timeout, p.stderrTail())
+	}
+	return p, nil
+}
+
+// PID returns the OS pid.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Do sends one request and waits for its reply, for at most timeout (the
+// time the process spends stopped by a fault included).
+func (p *Process) Do(op, owner string, timeout time.Duration) (protocol.Reply, error) {
+	id := p.nextReq.Add(1)
+	if err := p.enc.Send(protocol.Request{ID: id, Op: op, Owner: owner}); err != nil {
+		return protocol.Reply{}, p.deadError(err)
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case rep := <-p.replies:
+			if rep.ID != id {
+				return rep, fmt.Errorf("client %d answered request %d with the id %d", p.ID, id, rep.ID)
+			}
+			return rep, nil
+		case <-p.exited:
+			// A reply may have been read just before the exit.
+			select {
+			case rep := <-p.replies:
+				if rep.ID == id {
+					return rep, nil
+				}
+			default:
+			}
+			return protocol.Reply{}, p.deadError(nil)
+		case <-t.C:
+			if p.paused.Load() {
+				// Frozen by a fault: the wait is the fault's, not a hang.
+				t.Reset(timeout)
+				continue
+			}
+			return protocol.Reply{}, fmt.Errorf("%w: client %d, %s for %s; %s", ErrHung, p.ID, op, timeout, p.stderrTail())
+		}
+	}
+}
+
+func (p *Process) deadError(err error) error {
+	select {
+	case <-p.exited:
+	case <-time.After(time.Second):
+	}
+	p.mu.Lock()
+	bad := p.badLine
+	p.mu.Unlock()
+	if bad != nil {
+		return fmt.Errorf("client %d printed garbage: %w; %s", p.ID, bad, p.stderrTail())
+	}
+	if err == nil {
+		err = p.exitError()
+	}
+	return fmt.Errorf("%w: client %d (%v)", ErrExited, p.ID, err)
+}
+
+func (p *Process) exitError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
+}
+
+// Exited is closed when the process has ended.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Killed reports whether the process was killed on purpose.
+func (p *Process) Killed() bool { return p.killed.Load() }
+
+// Kill sends SIGKILL (a crash) and waits for the process to end.
+func (p *Process) Kill() {
+	p.killed.Store(true)
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+// Pause freezes the process (SIGSTOP), as a stop-the-world GC does.
+func (p *Process) Pause() error {
+	p.paused.Store(true)
+	if err := syscall.Kill(p.PID(), syscall.SIGSTOP); err != nil {
+		p.paused.Store(false)
+		return fmt.Errorf("pause client %d: %w", p.ID, err)
+	}
+	return nil
+}
+
+// Resume continues a paused process (SIGCONT).
+func (p *Process) Resume() error {
+	err := syscall.Kill(p.PID(), syscall.SIGCONT)
+	p.paused.Store(false)
+	if err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("resume client %d: %w", p.ID, err)
+	}
+	return nil
+}
+
+// Shutdown asks the process to exit and kills it if it has not within grace.
+func (p *Process) Shutdown(grace time.Duration) {
+	_ = p.Resume()
+	p.killed.Store(true)
+	done := make(chan struct{})
+	go func() {
+		_, _ = p.Do(protocol.OpShutdown, "", grace)
+		close(done)
+	}()
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	_ = p.stdin.Close()
+	<-done
+}
+
+func (p *Process) stderrTail() string {
+	b, err := os.ReadFile(p.stderrPath)
+	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+		return "its stderr was empty"
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 400 {
+		s = "..." + s[len(s)-400:]
+	}
+	return fmt.Sprintf("last stderr (%s): %s", p.stderrPath, s)
+}

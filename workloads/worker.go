@@ -1,0 +1,116 @@
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/protocol"
+)
+
+// Serve is the body of a built-in client process (`locktest worker`): it
+// speaks the client side of the pipe protocol on in/out with one of the
+// reference schemes, until shutdown or the end of its input.
+func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	dec := protocol.NewDecoder(in)
+	enc := protocol.NewEncoder(out)
+	var hello protocol.Hello
+	if err := dec.Next(&hello); err != nil {
+		return fmt.Errorf("read hello: %w", err)
+	}
+	ready := protocol.Ready{Type: protocol.TypeReady, Version: protocol.Version, PID: os.Getpid()}
+	lock, err := openLock(hello)
+	if err != nil {
+		ready.Error = err.Error()
+		_ = enc.Send(ready)
+		return err
+	}
+	defer lock.Close()
+	if err := enc.Send(ready); err != nil {
+		return err
+	}
+	var lease locks.Lease
+	for {
+		var req protocol.Request
+		if err := dec.Next(&req); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		rep := protocol.Reply{ID: req.ID, Outcome: string(history.OK)}
+		switch req.Op {
+		case protocol.OpAcquire:
+			l, err := lock.Acquire(ctx)
+			fill(&rep, err)
+			if err == nil {
+				lease = l
+				rep.Owner, rep.Token = l.Owner, l.Token
+			}
+		case protocol.OpRelease:
+			l := lease
+			if req.Owner != "" && req.Owner != l.Owner {
+				rep.Outcome, rep.Reason = string(history.Fail), history.ReasonError
+				rep.Error = fmt.Sprintf("no lease %q in this client", req.Owner)
+				break
+			}
+			res, err := lock.Release(ctx, l)
+			fill(&rep, err)
+			rep.Removed = res.Removed
+			lease = locks.Lease{}
+		case protocol.OpRead, protocol.OpWrite:
+			// The reference schemes keep using the resource whatever
+			// their lease says, as most user code does.
+		case protocol.OpShutdown:
+			return enc.Send(rep)
+		default:
+			rep.Outcome, rep.Reason = string(history.Fail), history.ReasonError
+			rep.Error = fmt.Sprintf("unknown op %q", req.Op)
+		}
+		if err := enc.Send(rep); err != nil {
+			return err
+		}
+	}
+}
+
+func fill(rep *protocol.Reply, err error) {
+	t, reason := locks.Classify(err)
+	rep.Outcome, rep.Reason = string(t), reason
+	if err != nil {
+		rep.Error = err.Error()
+	}
+}
+
+func openLock(h protocol.Hello) (locks.Lock, error) {
+	if h.Version != protocol.Version {
+		return nil, fmt.Errorf("protocol version %d, this client speaks %d", h.Version, protocol.Version)
+	}
+	s, ok := locks.Lookup(h.Lock)
+	if !ok {
+		return nil, fmt.Errorf("unknown lock scheme %q", h.Lock)
+	}
+	r := rand.New(rand.NewPCG(uint64(h.Seed), uint64(h.Client)))
+	l, err := s.New(locks.Config{
+		Addrs:     h.Servers,
+		Key:       h.Key,
+		TTL:       time.Duration(h.TTLMillis) * time.Millisecond,
+		Fence:     h.Fence,
+		OpTimeout: time.Duration(h.OpTimeoutMs) * time.Millisecond,
+		Client:    h.Client,
+		Clock:     &locks.SkewClock{},
+		Rand:      r,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if h.Wait {
+		l = locks.Blocking(l, 100*time.Millisecond, time.Duration(h.WaitTimeoutMs)*time.Millisecond, r)
+	}
+	return l, nil
+}

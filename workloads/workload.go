@@ -1,0 +1,358 @@
+// Package workloads drives the client processes: what each client does
+// (acquire, critical section on the guarded resource, release, think), the
+// guarded resource itself, and the recording of every operation into the
+// history.
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/runstate"
+	"github.com/locktest/locktest/protocol"
+)
+
+// Range is a duration drawn uniformly from [Min, Max].
+type Range struct{ Min, Max time.Duration }
+
+// Draw picks a duration from r with rnd.
+func (r Range) Draw(rnd *rand.Rand) time.Duration {
+	if r.Max <= r.Min {
+		return r.Min
+	}
+	return r.Min + time.Duration(rnd.Int64N(int64(r.Max-r.Min)+1))
+}
+
+// Config is the workload's shape.
+type Config struct {
+	Clients     int
+	Argv        []string // how to start a client process
+	Hello       protocol.Hello
+	Hold        Range // time between read and write in the critical section
+	Think       Range // time between a release (or failed acquire) and the next acquire
+	Seed        int64
+	Dir         string        // run directory (client stderr goes to Dir/clients/)
+	ReplyLimit  time.Duration // how long a running client may take to answer
+	StartLimit  time.Duration // how long a client may take to start
+	Tracker     *runstate.Tracker
+	Recorder    *history.Recorder
+	Resource    *Resource
+	ResourceKey string
+}
+
+// Hook runs in a client's loop right after it acquired the lock, before it
+// touches the resource: the place where a fault aimed at the holder strikes.
+type Hook func(p *Process)
+
+// Runner runs the workload.
+type Runner struct {
+	cfg Config
+
+	mu         sync.Mutex
+	hooks      []Hook
+	nextClient int
+	procs      map[int]*Process
+	nextOp     int64
+}
+
+// NewRunner prepares a workload; Run starts it.
+func NewRunner(cfg Config) *Runner {
+	return &Runner{cfg: cfg, procs: map[int]*Process{}}
+}
+
+// OnAcquire registers a hook run after every successful acquire.
+func (r *Runner) OnAcquire(h Hook) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hooks = append(r.hooks, h)
+}
+
+// Processes returns the live client processes.
+func (r *Runner) Processes() []*Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Process, 0, len(r.procs))
+	for _, p := range r.procs {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Start starts every client process; it fails if any cannot start.
+func (r *Runner) Start() ([]*Process, error) {
+	var out []*Process
+	for i := 0; i < r.cfg.Clients; i++ {
+		p, err := r.spawn()
+		if err != nil {
+			for _, q := range out {
+				q.Kill()
+			}
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (r *Runner) spawn() (*Process, error) {
+	r.mu.Lock()
+	r.nextClient++
+	id := r.nextClient
+	r.mu.Unlock()
+	hello := r.cfg.Hello
+	hello.Type, hello.Version, hello.Client = protocol.TypeHello, protocol.Version, id
+	p, err := startProcess(r.cfg.Argv, id, filepath.Join(r.cfg.Dir, "clients", fmt.Sprintf("client-%d.stderr", id)), hello, r.cfg.StartLimit)
+	if err != nil {
+		return nil, err
+	}
+	r.cfg.Tracker.AddProc(p.PID(), fmt.Sprintf("client %d", id))
+	r.cfg.Recorder.Record(history.Event{Type: history.ClientStart, Client: id, PID: p.PID()}, nil)
+	r.mu.Lock()
+	r.procs[id] = p
+	r.mu.Unlock()
+	return p, nil
+}
+
+// Run drives the started processes until stop is done (then every client
+// finishes its cycle, releasing a lock it holds, and shuts down) or ctx is
+// done (an interrupt: clients are shut down at once). A client killed on
+// purpose is replaced by a new one with a new id. It returns a harness error
+// when a client misbehaves (exits by itself, hangs, prints garbage).
+func (r *Runner) Run(ctx, stop context.Context, procs []*Process) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(procs))
+	for i, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.slot(ctx, stop, p, i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (r *Runner) slot(ctx, stop context.Context, p *Process, slot int) error {
+	rnd := rand.New(rand.NewPCG(uint64(r.cfg.Seed), uint64(slot)+1))
+	for {
+		err := r.loop(ctx, stop, p, rnd)
+		r.exit(p, err)
+		if err == nil || !errors.Is(err, ErrExited) || !p.Killed() {
+			return err
+		}
+		if stop.Err() != nil {
+			return nil
+		}
+		// Crashed on purpose: a fresh client takes its place.
+		np, serr := r.spawn()
+		if serr != nil {
+			return fmt.Errorf("replace crashed client %d: %w", p.ID, serr)
+		}
+		p = np
+	}
+}
+
+// exit shuts a process down if it still runs and records its end.
+func (r *Runner) exit(p *Process, err error) {
+	detail := "shut down"
+	select {
+	case <-p.Exited():
+		if p.Killed() {
+			detail = "killed"
+		} else {
+			detail = fmt.Sprintf("exited by itself: %v", p.exitError())
+		}
+	default:
+		p.Shutdown(2 * time.Second)
+	}
+	if err != nil && !errors.Is(err, ErrExited) {
+		detail = err.Error()
+	}
+	r.cfg.Tracker.RemoveProc(p.PID())
+	r.cfg.Recorder.Record(history.Event{Type: history.ClientExit, Client: p.ID, Detail: detail}, nil)
+	r.mu.Lock()
+	delete(r.procs, p.ID)
+	r.mu.Unlock()
+}
+
+// loop is one client's life: cycles until stop (nil), ctx (nil) or an error.
+func (r *Runner) loop(ctx, stop context.Context, p *Process, rnd *rand.Rand) error {
+	for stop.Err() == nil && ctx.Err() == nil {
+		if err := r.cycle(ctx, p, rnd); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if !sleep(ctx, r.cfg.Think.Draw(rnd)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// cycle: acquire; if granted: hooks, read, hold, write, release.
+func (r *Runner) cycle(ctx context.Context, p *Process, rnd *rand.Rand) error {
+	acq, err := r.op(ctx, p, history.Event{Op: history.Acquire})
+	if err != nil || acq.Type != history.OK {
+		return err
+	}
+	r.mu.Lock()
+	hooks := append([]Hook(nil), r.hooks...)
+	r.mu.Unlock()
+	for _, h := range hooks {
+		h(p)
+	}
+	read, err := r.op(ctx, p, history.Event{Op: history.Read, Token: acq.Token})
+	if err != nil {
+		return err
+	}
+	if read.Type == history.OK {
+		sleep(ctx, r.cfg.Hold.Draw(rnd))
+		if _, err := r.op(ctx, p, history.Event{Op: history.Write, Token: acq.Token, Value: history.Int64(*read.Value + 1)}); err != nil {
+			return err
+		}
+	}
+	_, err = r.op(ctx, p, history.Event{Op: history.Release, Owner: acq.Owner})
+	return err
+}
+
+// op records the invocation of inv, asks the client, and records the
+// completion. Resource reads and writes take effect at the moment the
+// client's answer arrives, in the same step as their completion event.
+func (r *Runner) op(ctx context.Context, p *Process, inv history.Event) (history.Event, error) {
+	r.mu.Lock()
+	r.nextOp++
+	inv.OpID = r.nextOp
+	r.mu.Unlock()
+	inv.Type, inv.Client = history.Invoke, p.ID
+	start := r.cfg.Recorder.Record(inv, nil)
+
+	type result struct {
+		rep protocol.Reply
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := p.Do(string(inv.Op), inv.Owner, r.cfg.ReplyLimit)
+		done <- result{rep, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		// Interrupted: the outcome is unknown.
+		p.Kill()
+		res = <-done
+		c := history.Event{Type: history.Info, Client: p.ID, Op: inv.Op, OpID: inv.OpID, Error: "interrupted"}
+		return r.cfg.Recorder.Record(c, nil), ctx.Err()
+	}
+	c := history.Event{Client: p.ID, Op: inv.Op, OpID: inv.OpID}
+	if res.err != nil {
+		c.Type, c.Error = history.Info, res.err.Error()
+		r.cfg.Recorder.Record(c, nil)
+		return c, res.err
+	}
+	rep := res.rep
+	switch rep.Outcome {
+	case string(history.OK), string(history.Fail), string(history.Info):
+		c.Type = history.Type(rep.Outcome)
+	default:
+		c.Type, c.Error = history.Info, fmt.Sprintf("bad outcome %q", rep.Outcome)
+		r.cfg.Recorder.Record(c, nil)
+		return c, fmt.Errorf("client %d answered %s with outcome %q (want ok, fail or info)", p.ID, inv.Op, rep.Outcome)
+	}
+	c.Reason, c.Error, c.Removed = rep.Reason, rep.Error, rep.Removed
+	c.Latency = r.cfg.Recorder.Now() - start.Time
+	switch inv.Op {
+	case history.Acquire:
+		if c.Type == history.OK {
+			if rep.Owner == "" {
+				c.Type, c.Error = history.Info, "acquire ok without an owner id"
+				r.cfg.Recorder.Record(c, nil)
+				return c, fmt.Errorf("client %d: acquire ok without an owner id", p.ID)
+			}
+			c.Owner, c.Token = rep.Owner, rep.Token
+		}
+		return r.cfg.Recorder.Record(c, nil), nil
+	case history.Read:
+		return r.cfg.Recorder.Record(c, func(e *history.Event) {
+			if e.Type == history.OK {
+				r.cfg.Resource.read(e, inv.Token)
+			}
+		}), nil
+	case history.Write:
+		return r.cfg.Recorder.Record(c, func(e *history.Event) {
+			if e.Type == history.OK {
+				r.cfg.Resource.write(e, *inv.Value, inv.Token)
+			}
+		}), nil
+	}
+	return r.cfg.Recorder.Record(c, nil), nil
+}
+
+// Resource is the guarded resource: one integer, outside every fault. With
+// fencing on it remembers the highest token it has seen, on reads and
+// writes alike, and rejects a write whose token is lower: so of two holders
+// that both read, the one with the older token cannot overwrite the other's
+// increment, whichever writes first. Its state changes only inside the recorder's lock (Record's hook),
+// so the history orders its accesses exactly.
+type Resource struct {
+	Fence    bool
+	value    int64
+	maxToken *int64
+}
+
+// NewResource returns a resource holding start.
+func NewResource(start int64, fence bool) *Resource {
+	return &Resource{Fence: fence, value: start}
+}
+
+func (res *Resource) read(e *history.Event, token *int64) {
+	res.see(token)
+	e.Value = history.Int64(res.value)
+}
+
+func (res *Resource) see(token *int64) {
+	if token != nil && (res.maxToken == nil || *token > *res.maxToken) {
+		res.maxToken = history.Int64(*token)
+	}
+}
+
+func (res *Resource) write(e *history.Event, v int64, token *int64) {
+	if res.Fence {
+		if token == nil {
+			e.Type, e.Reason, e.Error = history.Fail, history.ReasonStaleToken, "write without a fencing token"
+			return
+		}
+		if res.maxToken != nil && *token < *res.maxToken {
+			e.Type, e.Reason = history.Fail, history.ReasonStaleToken
+			e.Error = fmt.Sprintf("token %d is lower than %d, already seen", *token, *res.maxToken)
+			return
+		}
+	}
+	res.see(token)
+	e.Prev = history.Int64(res.value)
+	res.value = v
+	e.Value = history.Int64(v)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
