@@ -31,6 +31,7 @@ type Process struct {
 	nextReq atomic.Int64
 	killed  atomic.Bool // killed on purpose (crash-client, shutdown)
 	paused  atomic.Bool
+	resumed atomic.Int64 // time.Now().UnixNano() of the last Resume
 	mu      sync.Mutex
 }
 
@@ -166,6 +167,11 @@ func (p *Process) Do(op, owner string, timeout time.Duration) (protocol.Reply, e
 				t.Reset(timeout)
 				continue
 			}
+			if since := time.Duration(time.Now().UnixNano() - p.resumed.Load()); since < timeout {
+				// Resumed lately: it gets the whole timeout from then.
+				t.Reset(timeout - since)
+				continue
+			}
 			return protocol.Reply{}, fmt.Errorf("%w: client %d, %s for %s; %s", ErrHung, p.ID, op, timeout, p.stderrTail())
 		}
 	}
@@ -220,6 +226,7 @@ func (p *Process) Pause() error {
 // Resume continues a paused process (SIGCONT).
 func (p *Process) Resume() error {
 	err := syscall.Kill(p.PID(), syscall.SIGCONT)
+	p.resumed.Store(time.Now().UnixNano())
 	p.paused.Store(false)
 	if err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("resume client %d: %w", p.ID, err)

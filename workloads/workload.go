@@ -356,3 +356,5 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+func newRand(seed int64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0)) }
