@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/protocol"
 )
 
@@ -56,13 +57,19 @@ func startProcess(argv []string, id int, stderrPath string, hello protocol.Hello
 		errf.Close()
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// A pipe of our own rather than StdoutPipe: Wait must not close the
+	// read end while replies are still being read.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		errf.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
 		errf.Close()
+		stdout.Close()
 		return nil, fmt.Errorf("start client %d (%s): %w", id, strings.Join(argv, " "), err)
 	}
 	p := &Process{
@@ -74,6 +81,7 @@ func startProcess(argv []string, id int, stderrPath string, hello protocol.Hello
 	dec := protocol.NewDecoder(stdout)
 	readyc := make(chan error, 1)
 	go func() {
+		defer stdout.Close()
 		var ready protocol.Ready
 		err := dec.Next(&ready)
 		switch {
@@ -216,7 +224,7 @@ func (p *Process) Kill() {
 // Pause freezes the process (SIGSTOP), as a stop-the-world GC does.
 func (p *Process) Pause() error {
 	p.paused.Store(true)
-	if err := syscall.Kill(p.PID(), syscall.SIGSTOP); err != nil {
+	if err := proc.Stop(p.PID()); err != nil {
 		p.paused.Store(false)
 		return fmt.Errorf("pause client %d: %w", p.ID, err)
 	}

@@ -131,8 +131,8 @@ func TestProcessLifecycle(t *testing.T) {
 		got <- r
 	}()
 	select {
-	case <-got:
-		t.Fatal("a paused client answered")
+	case r := <-got:
+		t.Fatalf("a paused client answered: %+v", r)
 	case <-time.After(300 * time.Millisecond):
 	}
 	require.NoError(t, p.Resume())

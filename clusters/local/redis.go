@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/runstate"
 )
 
@@ -219,7 +220,19 @@ func (n *redisNode) signal(sig syscall.Signal) error {
 	return nil
 }
 
-func (n *redisNode) Pause() error  { return n.signal(syscall.SIGSTOP) }
+// Pause freezes the server and returns once it is stopped.
+func (n *redisNode) Pause() error {
+	pid := n.PID()
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", n.name)
+	}
+	if err := proc.Stop(pid); err != nil {
+		return fmt.Errorf("pause %s: %w", n.name, err)
+	}
+	return nil
+}
+
+// Resume continues a paused server.
 func (n *redisNode) Resume() error { return n.signal(syscall.SIGCONT) }
 
 // Kill sends SIGKILL and waits until the process is gone.
