@@ -49,8 +49,8 @@ func baseOptions(t *testing.T, lock, nem string, seed int64) Options {
 	return Options{
 		Lock: lock, Nemesis: nem, Seed: seed,
 		TimeLimit: 8 * time.Second, Clients: 5, TTL: time.Second,
-		Hold:  workloads.Range{Min: 50 * time.Millisecond, Max: 250 * time.Millisecond},
-		Think: workloads.Range{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+		Hold:        workloads.Range{Min: 50 * time.Millisecond, Max: 250 * time.Millisecond},
+		Think:       workloads.Range{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond},
 		WaitTimeout: 3 * time.Second, OpTimeout: 500 * time.Millisecond,
 		Store: t.TempDir(), Cluster: "local", Quiet: true,
 		ClientArgv: []string{os.Args[0], "worker"},
