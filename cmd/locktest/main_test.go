@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/runstate"
+)
+
+var bin string
+
+// TestMain builds the real binary once: these tests run it as a user would.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "locktest-bin")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "locktest")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func needServer(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server not installed under CI: %v", err)
+		}
+		t.Skip("redis-server not installed: run scripts/install.sh")
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	store := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"unknown lock", []string{"run", "--lock", "nope"}, nil, `unknown lock "nope"`},
+		{"no lock", []string{"run"}, nil, `required flag(s) "lock" not set`},
+		{"unknown nemesis", []string{"run", "--lock", "redis-lua", "--nemesis", "meteor"}, nil, `unknown nemesis "meteor"`},
+		{"bad duration", []string{"run", "--lock", "redis-lua", "--time-limit", "soon"}, nil, `invalid argument "soon"`},
+		{"bad hold", []string{"run", "--lock", "redis-lua", "--hold", "5s..1s"}, nil, "--hold"},
+		{"zero clients", []string{"run", "--lock", "redis-lua", "--clients", "0"}, nil, "--clients must be at least 1"},
+		{"unknown command", []string{"fly"}, nil, `unknown command "fly"`},
+		{"check nothing", []string{"check", filepath.Join(store, "none")}, nil, "not a run directory"},
+		{"missing server", []string{"run", "--lock", "redis-lua"}, []string{"PATH=" + t.TempDir()}, "redis-server not found: install it with `apt-get install -y redis-server`"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if args[0] == "run" {
+				args = append(args, "--store", store)
+			}
+			r := run(t, tc.env, args...)
+			require.Equal(t, 2, r.code, "stderr: %s", r.stderr)
+			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			require.Len(t, lines, 1, "one clear line, got: %q", r.stderr)
+			require.Contains(t, lines[0], tc.want)
+			require.True(t, strings.HasPrefix(lines[0], "locktest: "))
+		})
+	}
+	entries, _ := os.ReadDir(store)
+	require.Empty(t, entries, "bad input creates no run directory")
+}
+
+func TestListAndHelp(t *testing.T) {
+	r := run(t, nil, "list")
+	require.Equal(t, 0, r.code)
+	for _, s := range []string{"redis-setnx", "redis-setnx-expire", "redis-del", "redis-lua", "redis-lua-lenient", "pause", "pause-server", "kill", "crash-client"} {
+		require.Contains(t, r.stdout, s)
+	}
+	r = run(t, nil, "run", "--help")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "130  interrupted")
+	require.Contains(t, r.stdout, "3    inconclusive")
+}
+
+// Ctrl-C while a client is frozen: exit 130, everything resumed and
+// stopped, the history kept and checkable.
+func TestInterrupt(t *testing.T) {
+	needServer(t)
+	store := t.TempDir()
+	cmd := exec.Command(bin, "run", "--lock", "redis-lua", "--nemesis", "pause", "--time-limit", "60s", "--ttl", "2s", "--seed", "3", "--store", store)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	hist := filepath.Join(store, "latest", "history.jsonl")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(hist)
+		if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("no pause began within 30s; output:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("no exit 30s after Ctrl-C; output:\n%s", out.String())
+	}
+	require.Equal(t, 130, cmd.ProcessState.ExitCode(), out.String())
+	require.Contains(t, out.String(), "interrupted")
+
+	h, err := history.Load(hist)
+	require.NoError(t, err)
+	require.Equal(t, "interrupted", h.Ended)
+	for _, c := range h.Clients {
+		require.False(t, alive(c.PID), "client %d still runs", c.ID)
+	}
+	for _, f := range h.Faults {
+		require.NotEqual(t, history.Never, f.End, "fault %s never healed", f.Name)
+	}
+	noStateLeft(t)
+
+	r := run(t, nil, "check", filepath.Join(store, "latest"))
+	require.Contains(t, []int{0, 1, 3}, r.code, r.stderr)
+	require.Regexp(t, `(?m)^(SAFE|UNSAFE|INCONCLUSIVE)`, r.stdout)
+}
+
+// kill -9 of the harness in the middle of a run: its children die with it
+// (parent-death signal), `locktest cleanup` removes what is left, and the
+// next run starts clean.
+func TestCleanupAfterKill9(t *testing.T) {
+	needServer(t)
+	store := t.TempDir()
+	stateDir := t.TempDir()
+	env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
+	cmd := exec.Command(bin, "run", "--lock", "redis-lua", "--nemesis", "pause", "--time-limit", "60s", "--ttl", "2s", "--store", store)
+	cmd.Env = append(os.Environ(), env...)
+	require.NoError(t, cmd.Start())
+	hist := filepath.Join(store, "latest", "history.jsonl")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(hist)
+		if bytes.Contains(b, []byte(`"fault-start"`)) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no fault within 30s")
+		time.Sleep(50 * time.Millisecond)
+	}
+	states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
+	require.Len(t, states, 1)
+	var st runstate.State
+	b, err := os.ReadFile(states[0])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.NotEmpty(t, st.Procs)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+
+	r := run(t, env, "cleanup")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "forgot run "+st.RunID)
+	for _, p := range st.Procs {
+		waitGone(t, p.PID)
+	}
+	states, _ = filepath.Glob(filepath.Join(stateDir, "*.json"))
+	require.Empty(t, states)
+	r = run(t, env, "cleanup")
+	require.Contains(t, r.stdout, "nothing to clean up")
+
+	// The history up to the kill is kept and can be checked.
+	r = run(t, nil, "check", filepath.Join(store, "latest"))
+	require.Contains(t, []int{0, 1, 3}, r.code, r.stderr)
+
+	// A second run starts clean.
+	r = run(t, env, "run", "--lock", "redis-lua", "--nemesis", "none", "--time-limit", "3s", "--store", store, "--quiet")
+	require.Contains(t, []int{0, 3}, r.code, r.stdout+r.stderr)
+}
+
+func noStateLeft(t *testing.T) {
+	t.Helper()
+	// The run removes its own state file on every exit path but kill -9.
+	matches, _ := filepath.Glob(filepath.Join(runstate.Dir(), "*.json"))
+	for _, m := range matches {
+		b, _ := os.ReadFile(m)
+		var st runstate.State
+		if json.Unmarshal(b, &st) == nil && !alive(st.HostPID) {
+			t.Errorf("state file %s left by a finished run", m)
+		}
+	}
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		require.True(t, time.Now().Before(deadline), "pid %d still alive", pid)
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
