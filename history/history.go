@@ -68,7 +68,7 @@ type Event struct {
 	Seq    int64  `json:"seq"`              // position in the file, from 0
 	Time   int64  `json:"time"`             // ns since the run's base instant (CLOCK_MONOTONIC)
 	Type   Type   `json:"type"`             // see the Type constants
-	Client int    `json:"client,omitempty"` // logical client, from 1; 0 is the harness
+	Client int    `json:"client,omitempty"` // logical client, from 1; 0 is the harness (for faults: the client hit)
 	Op     Op     `json:"op,omitempty"`     // for operations
 	OpID   int64  `json:"op_id,omitempty"`  // pairs an invoke with its completion
 	Owner  string `json:"owner,omitempty"`  // lease owner id: acquire ok, release invoke
@@ -78,9 +78,9 @@ type Event struct {
 	// Removed is, for a release that reports what the server deleted, the
 	// owner id of the key it removed ("-" when it removed nothing).
 	Removed string `json:"removed,omitempty"`
-	Reason  string `json:"reason,omitempty"` // for Fail: one of the Reason constants
-	Error   string `json:"error,omitempty"`  // error text for Fail and Info
-	Latency int64  `json:"latency,omitempty"`
+	Reason  string `json:"reason,omitempty"`  // for Fail: one of the Reason constants
+	Error   string `json:"error,omitempty"`   // error text for Fail and Info
+	Latency int64  `json:"latency,omitempty"` // completions: ns since the invocation
 
 	Fault   string `json:"fault,omitempty"`    // fault name for FaultStart/FaultEnd
 	FaultID int64  `json:"fault_id,omitempty"` // pairs a fault's start and end

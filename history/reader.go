@@ -53,6 +53,7 @@ type Fault struct {
 	ID     int64
 	Name   string
 	Target string
+	Client int // the client process it hit; 0 for a server fault
 	Detail string
 	Start  int64
 	End    int64 // Never when it was never healed in the history
@@ -176,7 +177,7 @@ func FromEvents(events []Event) (*History, error) {
 			o.Error = e.Error
 		case FaultStart:
 			faults[e.FaultID] = len(h.Faults)
-			h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Detail: e.Detail, Start: e.Time, End: Never})
+			h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Detail: e.Detail, Start: e.Time, End: Never})
 		case FaultEnd:
 			if i, ok := faults[e.FaultID]; ok {
 				h.Faults[i].End = e.Time

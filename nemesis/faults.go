@@ -20,26 +20,29 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "pause")
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	busy := false
+	busy, closed := false, false
 	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
 	env.Workload.OnAcquire(func(p *workloads.Process) {
 		mu.Lock()
-		if busy || ctx.Err() != nil || time.Now().Before(next) {
+		if closed || busy || time.Now().Before(next) {
 			mu.Unlock()
 			return
 		}
 		d := scaled(r, env.TTL, 1.5, 3)
 		cool := scaled(r, env.TTL, 0.5, 1.5)
 		busy = true
+		// Added under the lock that Run takes before it waits: a pause
+		// begun here is always healed before Run returns.
+		wg.Add(1)
 		mu.Unlock()
 		if err := p.Pause(); err != nil {
 			mu.Lock()
 			busy = false
 			mu.Unlock()
+			wg.Done()
 			return
 		}
-		end := fault(env, "pause", fmt.Sprintf("client %d", p.ID), fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
-		wg.Add(1)
+		end := fault(env, "pause", fmt.Sprintf("client %d", p.ID), p.ID, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
 		go func() {
 			defer wg.Done()
 			detail := "SIGCONT"
@@ -55,6 +58,9 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 		}()
 	})
 	<-ctx.Done()
+	mu.Lock()
+	closed = true
+	mu.Unlock()
 	wg.Wait()
 	return nil
 }
@@ -67,20 +73,25 @@ func (*crashClient) Name() string { return "crash-client" }
 func (*crashClient) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "crash-client")
 	var mu sync.Mutex
+	closed := false
 	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
 	env.Workload.OnAcquire(func(p *workloads.Process) {
+		// The whole fault runs under the lock Run takes before it
+		// returns: no crash starts after Run returned.
 		mu.Lock()
-		if ctx.Err() != nil || time.Now().Before(next) {
-			mu.Unlock()
+		defer mu.Unlock()
+		if closed || time.Now().Before(next) {
 			return
 		}
 		next = time.Now().Add(scaled(r, env.TTL, 2, 4))
-		mu.Unlock()
-		end := fault(env, "crash-client", fmt.Sprintf("client %d", p.ID), "SIGKILL while holding the lock")
+		end := fault(env, "crash-client", fmt.Sprintf("client %d", p.ID), p.ID, "SIGKILL while holding the lock")
 		p.Kill()
 		end("process gone")
 	})
 	<-ctx.Done()
+	mu.Lock()
+	closed = true
+	mu.Unlock()
 	return nil
 }
 
@@ -98,7 +109,7 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 		if err := n.Pause(); err != nil {
 			return err
 		}
-		end := fault(env, "pause-server", n.Name(), fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
+		end := fault(env, "pause-server", n.Name(), 0, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
 		sleepCtx(ctx, d)
 		err := n.Resume()
 		end("SIGCONT")
@@ -123,7 +134,7 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 		if err := n.Kill(); err != nil {
 			return err
 		}
-		end := fault(env, "kill", n.Name(), fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond)))
+		end := fault(env, "kill", n.Name(), 0, fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond)))
 		sleepCtx(ctx, down)
 		// Restart even when the run is ending: the cluster must be whole
 		// for a clean stop. A fresh context bounds the restart.

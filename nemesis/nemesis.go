@@ -149,12 +149,13 @@ func scaled(r *rand.Rand, base time.Duration, lo, hi float64) time.Duration {
 }
 
 // fault records a fault's start and returns the function that records its
-// end, with the detail given then.
-func fault(env *Env, name, target, detail string) func(string) {
+// end, with the detail given then. client is the client process the fault
+// hits (0 for a server fault).
+func fault(env *Env, name, target string, client int, detail string) func(string) {
 	id := env.faultIDs.Add(1)
-	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, FaultID: id, Detail: detail}, nil)
+	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, Client: client, FaultID: id, Detail: detail}, nil)
 	return func(d string) {
-		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, FaultID: id, Detail: d}, nil)
+		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, Client: client, FaultID: id, Detail: d}, nil)
 	}
 }
 
