@@ -31,18 +31,34 @@ func (Backend) Name() string { return "local" }
 
 // Start starts the topology in s.
 func (Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
-	switch s.Topology {
-	case "redis":
-		if m := clusters.Missing("redis"); len(m) > 0 {
-			return nil, clusters.MissingError(m)
+	for _, t := range Topologies {
+		if t.Name == s.Topology {
+			if m := clusters.Missing(s.Topology); len(m) > 0 {
+				return nil, clusters.MissingError(m)
+			}
+			return t.Start(ctx, s)
 		}
-		n := &redisNode{name: "redis-1", dir: filepath.Join(s.Dir, "servers", "redis-1"), tracker: s.Tracker}
-		if err := n.start(ctx, 0); err != nil {
-			return nil, err
-		}
-		return &cluster{topology: s.Topology, nodes: []*redisNode{n}}, nil
 	}
 	return nil, fmt.Errorf("local backend: unknown topology %q", s.Topology)
+}
+
+// Topology is one shape of servers the local backend can start.
+type Topology struct {
+	Name  string
+	Start func(ctx context.Context, s clusters.Spec) (clusters.Cluster, error)
+}
+
+// Topologies is the registry of the local backend's topologies.
+var Topologies = []Topology{
+	{Name: "redis", Start: startRedisSingle},
+}
+
+func startRedisSingle(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
+	n := &redisNode{name: "redis-1", dir: filepath.Join(s.Dir, "servers", "redis-1"), tracker: s.Tracker}
+	if err := n.start(ctx, 0); err != nil {
+		return nil, err
+	}
+	return &cluster{topology: s.Topology, nodes: []*redisNode{n}}, nil
 }
 
 type cluster struct {
