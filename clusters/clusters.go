@@ -33,11 +33,24 @@ type Cluster interface {
 	Stop(ctx context.Context) error
 }
 
+// Failoverer is a topology with a primary and replicas whose primary can
+// fail over. The failover nemesis uses it.
+type Failoverer interface {
+	// FailPrimary makes the current primary fail (kill -9 or isolation) and
+	// gets a replica promoted (by the topology's own machinery, such as
+	// Sentinel, or by the harness acting as an operator tool would). It
+	// returns once a new primary serves, with a line saying what happened.
+	FailPrimary(ctx context.Context) (string, error)
+	// Rejoin brings the failed primary back, as a replica of the new one.
+	Rejoin(ctx context.Context) error
+}
+
 // Spec says what to start and where.
 type Spec struct {
 	Topology string            // e.g. "redis"
 	Dir      string            // run directory: data and logs go below it
 	Tracker  *runstate.Tracker // records started pids for `locktest cleanup`
+	Params   map[string]string // server settings from the run (e.g. wait_timeout)
 }
 
 // Backend starts clusters.

@@ -82,6 +82,8 @@ type Config struct {
 	Client    int           // logical client number, for owner ids
 	Clock     Clock         // the client's clock; the real one when nil
 	Rand      *rand.Rand    // seeded randomness (owner ids, jitter)
+	// Params are scheme-specific settings from the run (Hello.Params).
+	Params map[string]string
 }
 
 // Scheme describes a lock scheme.

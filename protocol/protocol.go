@@ -64,6 +64,9 @@ type Hello struct {
 	WaitTimeoutMs int64    `json:"wait_timeout_ms"`
 	OpTimeoutMs   int64    `json:"op_timeout_ms"`
 	Seed          int64    `json:"seed"`
+	// Params are scheme-specific settings (e.g. a database's idle timeout),
+	// as the user gave them; a client ignores the ones it does not know.
+	Params map[string]string `json:"params,omitempty"`
 }
 
 // Ready is the client's answer to Hello. A client that cannot start says so

@@ -105,6 +105,7 @@ func openLock(h protocol.Hello) (locks.Lock, error) {
 		Client:    h.Client,
 		Clock:     &locks.SkewClock{},
 		Rand:      r,
+		Params:    h.Params,
 	})
 	if err != nil {
 		return nil, err
