@@ -46,6 +46,9 @@ type Options struct {
 	Store       string          `json:"store"`
 	Cluster     string          `json:"cluster"`
 	Quiet       bool            `json:"quiet"`
+	// Params are scheme- and server-specific settings (--param KEY=VALUE),
+	// passed to the cluster and to every client.
+	Params map[string]string `json:"params,omitempty"`
 	// ClientArgv runs a client process; nil means this executable's hidden
 	// worker command.
 	ClientArgv []string `json:"client_argv,omitempty"`
@@ -151,7 +154,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	// Cluster.
 	t0 := time.Now()
 	var backend clusters.Backend = local.Backend{}
-	cl, err := backend.Start(ctx, clusters.Spec{Topology: scheme.Topology, Dir: dir, Tracker: tracker})
+	cl, err := backend.Start(ctx, clusters.Spec{Topology: scheme.Topology, Dir: dir, Tracker: tracker, Params: o.Params})
 	if err != nil {
 		return nil, fmt.Errorf("start %s cluster: %w", scheme.Topology, err)
 	}
@@ -200,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		Hello: protocol.Hello{
 			Lock: o.Lock, Servers: cl.Addrs(), Key: "locktest:lock", TTLMillis: ttl.Milliseconds(),
 			Fence: o.Fence, Wait: o.Wait, WaitTimeoutMs: o.WaitTimeout.Milliseconds(),
-			OpTimeoutMs: o.OpTimeout.Milliseconds(), Seed: o.Seed,
+			OpTimeoutMs: o.OpTimeout.Milliseconds(), Seed: o.Seed, Params: o.Params,
 		},
 		Hold: o.Hold, Think: o.Think, Seed: o.Seed, Dir: dir,
 		ReplyLimit: o.OpTimeout + o.WaitTimeout + maxPause + 10*time.Second,

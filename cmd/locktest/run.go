@@ -57,6 +57,7 @@ to it) and prints the verdict.
 	fl.StringVar(&f.o.Store, "store", "store", "directory that keeps every run")
 	fl.StringVar(&f.o.Cluster, "cluster", "local", "where the servers run: local")
 	fl.BoolVar(&f.o.Quiet, "quiet", false, "print only the summary")
+	fl.StringToStringVar(&f.o.Params, "param", nil, "scheme or server setting KEY=VALUE (repeatable; see `locktest list`)")
 	_ = c.MarkFlagRequired("lock")
 	return c
 }
