@@ -1,0 +1,291 @@
+// Package netns gives every server node and client process of a run its own
+// network namespace and address, joined through a bridge that lives in a
+// private "switch" namespace of the run. Nothing is added to the root
+// namespace: no bridge, no veth end, no route, no firewall rule. Partitions
+// are DROP rules inside the namespaces involved.
+//
+// Addresses come from 198.18.0.0/15, the range RFC 2544 sets aside for
+// benchmarking networks: it is never routed anywhere, and it exists only
+// inside the run's own namespaces.
+package netns
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Prefix starts the name of every namespace locktest creates; `locktest
+// cleanup` removes stale ones by it.
+const Prefix = "lt"
+
+// Available says why the network layer cannot work here, or nil.
+func Available() error {
+	if os.Geteuid() != 0 {
+		return errors.New("network faults need root (network namespaces and their firewall rules); pause, pause-server, kill, crash-client and clock-client work without it")
+	}
+	for _, b := range []string{"ip", "iptables-restore"} {
+		if _, err := exec.LookPath(b); err != nil {
+			return fmt.Errorf("%s not found: install it with `apt-get install -y iproute2 iptables`", b)
+		}
+	}
+	return nil
+}
+
+// Net is one run's network.
+type Net struct {
+	id     string // run id, e.g. "lt0142a3f1"
+	sw     string // switch namespace
+	mu     sync.Mutex
+	hosts  []*Host
+	blocks map[string]map[string]bool // host -> peers it cannot reach
+}
+
+// Host is one namespace with one address.
+type Host struct {
+	Name string // e.g. "redis-1", "client-3"
+	NS   string // namespace name
+	IP   string
+	idx  int
+}
+
+// New creates the switch namespace with its bridge. id must be short (it
+// prefixes interface-free names only) and unique per run.
+func New(id string) (*Net, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	n := &Net{id: id, sw: id + "-sw", blocks: map[string]map[string]bool{}}
+	if err := ip("netns", "add", n.sw); err != nil {
+		return nil, err
+	}
+	for _, args := range [][]string{
+		{"-n", n.sw, "link", "add", "br0", "type", "bridge"},
+		{"-n", n.sw, "link", "set", "br0", "up"},
+		{"-n", n.sw, "link", "set", "lo", "up"},
+	} {
+		if err := ip(args...); err != nil {
+			_ = n.Close()
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// Names lists the namespaces of run id that exist now (for cleanup).
+func Names(id string) []string {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && strings.HasPrefix(f[0], id+"-") {
+			names = append(names, f[0])
+		}
+	}
+	return names
+}
+
+// AddHost creates a namespace for name, with an address on the bridge.
+func (n *Net) AddHost(name string) (*Host, error) {
+	n.mu.Lock()
+	idx := len(n.hosts) + 1
+	n.mu.Unlock()
+	if idx > 250*250 {
+		return nil, errors.New("too many hosts")
+	}
+	h := &Host{Name: name, NS: fmt.Sprintf("%s-h%d", n.id, idx), IP: fmt.Sprintf("198.18.%d.%d", idx/250, idx%250+1), idx: idx}
+	veth := fmt.Sprintf("v%d", idx)
+	steps := [][]string{
+		{"netns", "add", h.NS},
+		{"-n", n.sw, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", h.NS},
+		{"-n", n.sw, "link", "set", veth, "master", "br0"},
+		{"-n", n.sw, "link", "set", veth, "up"},
+		{"-n", h.NS, "addr", "add", h.IP + "/15", "dev", "eth0"},
+		{"-n", h.NS, "link", "set", "eth0", "up"},
+		{"-n", h.NS, "link", "set", "lo", "up"},
+	}
+	for _, s := range steps {
+		if err := ip(s...); err != nil {
+			_ = ip("netns", "del", h.NS)
+			return nil, fmt.Errorf("add host %s: %w", name, err)
+		}
+	}
+	n.mu.Lock()
+	n.hosts = append(n.hosts, h)
+	n.mu.Unlock()
+	return h, nil
+}
+
+// Hosts returns every host.
+func (n *Net) Hosts() []*Host {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]*Host(nil), n.hosts...)
+}
+
+// Command returns argv run inside h's namespace (`ip netns exec`, which
+// execs argv in place: the pid is argv's own).
+func (h *Host) Command(argv ...string) []string {
+	return append([]string{"ip", "netns", "exec", h.NS}, argv...)
+}
+
+// Dial opens a TCP connection from inside h's namespace.
+func (h *Host) Dial(addr string, timeout time.Duration) (net.Conn, error) {
+	var conn net.Conn
+	err := h.do(func() error {
+		var err error
+		conn, err = net.DialTimeout("tcp", addr, timeout)
+		return err
+	})
+	return conn, err
+}
+
+// do runs f on an OS thread switched into h's namespace. Sockets keep the
+// namespace they were made in, so a connection opened by f works from any
+// goroutine afterwards.
+func (h *Host) do(f func() error) error {
+	runtime.LockOSThread()
+	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer unix.Close(orig)
+	target, err := unix.Open("/var/run/netns/"+h.NS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer unix.Close(target)
+	if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	ferr := f()
+	if err := unix.Setns(orig, unix.CLONE_NEWNET); err != nil {
+		// The thread is stuck in the wrong namespace: leave it locked so
+		// the runtime ends it with this goroutine instead of reusing it.
+		return errors.Join(ferr, err)
+	}
+	runtime.UnlockOSThread()
+	return ferr
+}
+
+// Block makes every pair (a, b) unable to talk, in both directions, on top
+// of what is already blocked.
+func (n *Net) Block(ctx context.Context, pairs [][2]*Host) error {
+	n.mu.Lock()
+	touched := map[*Host]bool{}
+	for _, p := range pairs {
+		a, b := p[0], p[1]
+		if a == b {
+			continue
+		}
+		for _, x := range [][2]*Host{{a, b}, {b, a}} {
+			if n.blocks[x[0].NS] == nil {
+				n.blocks[x[0].NS] = map[string]bool{}
+			}
+			n.blocks[x[0].NS][x[1].IP] = true
+			touched[x[0]] = true
+		}
+	}
+	n.mu.Unlock()
+	return n.apply(ctx, touched)
+}
+
+// Heal removes every block.
+func (n *Net) Heal(ctx context.Context) error {
+	n.mu.Lock()
+	touched := map[*Host]bool{}
+	for _, h := range n.hosts {
+		if len(n.blocks[h.NS]) > 0 {
+			touched[h] = true
+		}
+	}
+	n.blocks = map[string]map[string]bool{}
+	n.mu.Unlock()
+	return n.apply(ctx, touched)
+}
+
+// apply writes the full rule set of each touched host in one
+// iptables-restore, in parallel.
+func (n *Net) apply(ctx context.Context, touched map[*Host]bool) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for h := range touched {
+		n.mu.Lock()
+		var peers []string
+		for ip := range n.blocks[h.NS] {
+			peers = append(peers, ip)
+		}
+		n.mu.Unlock()
+		sort.Strings(peers)
+		var rules bytes.Buffer
+		rules.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+		for _, p := range peers {
+			fmt.Fprintf(&rules, "-A INPUT -s %s -j DROP\n-A OUTPUT -d %s -j DROP\n", p, p)
+		}
+		rules.WriteString("COMMIT\n")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", h.NS, "iptables-restore")
+			cmd.Stdin = &rules
+			if out, err := cmd.CombinedOutput(); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("rules in %s (%s): %v: %s", h.NS, h.Name, err, strings.TrimSpace(string(out))))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close deletes every namespace of the run (processes inside must be gone).
+func (n *Net) Close() error {
+	var errs []error
+	for _, h := range n.Hosts() {
+		if err := ip("netns", "del", h.NS); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := ip("netns", "del", n.sw); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Remove deletes named namespaces (cleanup of a crashed run).
+func Remove(names []string) []error {
+	var errs []error
+	for _, name := range names {
+		if err := ip("netns", "del", name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+func ip(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
