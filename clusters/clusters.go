@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/internal/runstate"
 )
 
@@ -51,6 +52,14 @@ type Spec struct {
 	Dir      string            // run directory: data and logs go below it
 	Tracker  *runstate.Tracker // records started pids for `locktest cleanup`
 	Params   map[string]string // server settings from the run (e.g. wait_timeout)
+	// Net, when not nil, gives each server its own network namespace and
+	// address (for partitions); nil runs servers on loopback.
+	Net *netns.Net
+}
+
+// Hosted is a node that lives in its own network namespace.
+type Hosted interface {
+	Host() *netns.Host
 }
 
 // Backend starts clusters.
@@ -67,7 +76,8 @@ type Requirement struct {
 
 // Requirements lists, per topology, the programs the local backend runs.
 var Requirements = map[string][]Requirement{
-	"redis": {{"redis-server", "redis-server"}},
+	"redis":  {{"redis-server", "redis-server"}},
+	"redis5": {{"redis-server", "redis-server"}},
 }
 
 // InstallHint is the command that installs every package locktest uses.

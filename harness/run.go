@@ -17,6 +17,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
 	"github.com/locktest/locktest/locks"
@@ -106,7 +107,24 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	if m := clusters.Missing(s.Topology); len(m) > 0 {
 		return s, nil, nil, UsageError{clusters.MissingError(m)}
 	}
+	if needsNet(ns) {
+		if err := netns.Available(); err != nil {
+			return s, nil, nil, UsageError{err}
+		}
+	}
+	if _, err := nemesis.ParseShapes(o.Params["partition"]); err != nil {
+		return s, nil, nil, usage("--param partition: %v", err)
+	}
 	return s, ns, names, nil
+}
+
+func needsNet(ns []nemesis.Nemesis) bool {
+	for _, n := range ns {
+		if nn, ok := n.(nemesis.NetNeeder); ok && nn.NeedsNet() {
+			return true
+		}
+	}
+	return false
 }
 
 // Run runs one cell. ctx is the interrupt: when it is done the run heals its
@@ -154,7 +172,21 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	// Cluster.
 	t0 := time.Now()
 	var backend clusters.Backend = local.Backend{}
-	cl, err := backend.Start(ctx, clusters.Spec{Topology: scheme.Topology, Dir: dir, Tracker: tracker, Params: o.Params})
+	var network *netns.Net
+	if needsNet(nemeses) {
+		netID := netns.Prefix + fmt.Sprintf("%x", started.UnixNano()%0xffffff) + fmt.Sprintf("%x", os.Getpid()%0xfff)
+		tracker.SetNet(netID)
+		if network, err = netns.New(netID); err != nil {
+			return nil, err
+		}
+		// Runs after the cluster and the clients are stopped (defers
+		// run last-registered first).
+		defer func() {
+			_ = network.Heal(context.Background())
+			_ = network.Close()
+		}()
+	}
+	cl, err := backend.Start(ctx, clusters.Spec{Topology: scheme.Topology, Dir: dir, Tracker: tracker, Params: o.Params, Net: network})
 	if err != nil {
 		return nil, fmt.Errorf("start %s cluster: %w", scheme.Topology, err)
 	}
@@ -208,6 +240,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		Hold: o.Hold, Think: o.Think, Seed: o.Seed, Dir: dir,
 		ReplyLimit: o.OpTimeout + o.WaitTimeout + maxPause + 10*time.Second,
 		StartLimit: 10 * time.Second,
+		ClientHost: clientHost(network),
 		Tracker:    tracker, Recorder: rec, Resource: workloads.NewResource(0, o.Fence),
 	})
 	procs, err := wl.Start()
@@ -219,7 +252,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 
 	stop, stopNow := context.WithTimeout(ctx, o.TimeLimit)
 	defer stopNow()
-	env := &nemesis.Env{Recorder: rec, Cluster: cl, Workload: wl, TTL: ttl, Seed: o.Seed}
+	env := &nemesis.Env{Recorder: rec, Cluster: cl, Workload: wl, TTL: ttl, Seed: o.Seed, Net: network, Params: o.Params}
 	nemErr := make(chan error, 1)
 	go func() { nemErr <- nemesis.RunAll(stop, env, nemeses) }()
 	if !o.Quiet {
@@ -251,6 +284,15 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		return nil, err
 	}
 	return &Outcome{Dir: dir, Result: *res, Interrupted: interrupted}, nil
+}
+
+// clientHost gives each client its own namespace when the run has a
+// network.
+func clientHost(n *netns.Net) func(int) (*netns.Host, error) {
+	if n == nil {
+		return nil
+	}
+	return func(id int) (*netns.Host, error) { return n.AddHost(fmt.Sprintf("client-%d", id)) }
 }
 
 // CheckDir checks the history in a run directory, writes results.json and

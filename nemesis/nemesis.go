@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/workloads"
 )
@@ -26,6 +27,8 @@ type Env struct {
 	Workload *workloads.Runner
 	TTL      time.Duration // the lease length: pauses are sized from it
 	Seed     int64
+	Net      *netns.Net        // the run's network; nil when it has none
+	Params   map[string]string // --param settings (e.g. partition=isolate-holder)
 
 	faultIDs atomic.Int64
 }
@@ -37,6 +40,9 @@ type Nemesis interface {
 	// effect and returns.
 	Run(ctx context.Context, env *Env) error
 }
+
+// NetNeeder is a nemesis that needs the network layer (namespaces).
+type NetNeeder interface{ NeedsNet() bool }
 
 // Info describes a nemesis for `locktest list`.
 type Info struct {
@@ -52,6 +58,7 @@ var All = []Info{
 	{"pause-server", "SIGSTOP a server for 0.5-2x the TTL, then SIGCONT", func() Nemesis { return &pauseServer{} }},
 	{"kill", "kill -9 a server and restart it empty after 0.3-1 s (the lock state is lost)", func() Nemesis { return &killServer{} }},
 	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }},
+	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }},
 }
 
 // Parse turns "pause,kill" into nemeses. "none" alone means no fault.

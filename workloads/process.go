@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/protocol"
 )
@@ -19,6 +20,7 @@ import (
 // Process is one client process, seen from the controller.
 type Process struct {
 	ID         int
+	Host       *netns.Host // its network namespace, or nil
 	stderrPath string
 
 	cmd     *exec.Cmd

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
 	"github.com/locktest/locktest/protocol"
@@ -44,11 +45,18 @@ type Config struct {
 	Recorder    *history.Recorder
 	Resource    *Resource
 	ResourceKey string
+	// ClientHost, when not nil, gives each new client process its own
+	// network namespace (for partitions).
+	ClientHost func(id int) (*netns.Host, error)
 }
 
 // Hook runs in a client's loop right after it acquired the lock, before it
 // touches the resource: the place where a fault aimed at the holder strikes.
 type Hook func(p *Process)
+
+// InvokeHook runs in a client's loop just before an operation is sent to
+// the client process: the place for a fault aimed at a request in flight.
+type InvokeHook func(p *Process, op history.Op)
 
 // Runner runs the workload.
 type Runner struct {
@@ -56,6 +64,7 @@ type Runner struct {
 
 	mu         sync.Mutex
 	hooks      []Hook
+	invHooks   []InvokeHook
 	nextClient int
 	procs      map[int]*Process
 	nextOp     int64
@@ -71,6 +80,13 @@ func (r *Runner) OnAcquire(h Hook) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.hooks = append(r.hooks, h)
+}
+
+// OnInvoke registers a hook run before every operation is sent.
+func (r *Runner) OnInvoke(h InvokeHook) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.invHooks = append(r.invHooks, h)
 }
 
 // Processes returns the live client processes.
@@ -107,10 +123,20 @@ func (r *Runner) spawn() (*Process, error) {
 	r.mu.Unlock()
 	hello := r.cfg.Hello
 	hello.Type, hello.Version, hello.Client = protocol.TypeHello, protocol.Version, id
-	p, err := startProcess(r.cfg.Argv, id, filepath.Join(r.cfg.Dir, "clients", fmt.Sprintf("client-%d.stderr", id)), hello, r.cfg.StartLimit)
+	argv := r.cfg.Argv
+	var host *netns.Host
+	if r.cfg.ClientHost != nil {
+		h, err := r.cfg.ClientHost(id)
+		if err != nil {
+			return nil, fmt.Errorf("client %d: %w", id, err)
+		}
+		host, argv = h, h.Command(argv...)
+	}
+	p, err := startProcess(argv, id, filepath.Join(r.cfg.Dir, "clients", fmt.Sprintf("client-%d.stderr", id)), hello, r.cfg.StartLimit)
 	if err != nil {
 		return nil, err
 	}
+	p.Host = host
 	r.cfg.Tracker.AddProc(p.PID(), fmt.Sprintf("client %d", id))
 	r.cfg.Recorder.Record(history.Event{Type: history.ClientStart, Client: id, PID: p.PID()}, nil)
 	r.mu.Lock()
@@ -233,6 +259,12 @@ func (r *Runner) op(ctx context.Context, p *Process, inv history.Event) (history
 	r.mu.Unlock()
 	inv.Type, inv.Client = history.Invoke, p.ID
 	start := r.cfg.Recorder.Record(inv, nil)
+	r.mu.Lock()
+	invHooks := append([]InvokeHook(nil), r.invHooks...)
+	r.mu.Unlock()
+	for _, h := range invHooks {
+		h(p, inv.Op)
+	}
 
 	type result struct {
 		rep protocol.Reply

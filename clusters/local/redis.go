@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/runstate"
 )
@@ -51,14 +52,44 @@ type Topology struct {
 // Topologies is the registry of the local backend's topologies.
 var Topologies = []Topology{
 	{Name: "redis", Start: startRedisSingle},
+	{Name: "redis5", Start: func(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
+		return startRedisMasters(ctx, s, 5)
+	}},
 }
 
 func startRedisSingle(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
-	n := &redisNode{name: "redis-1", dir: filepath.Join(s.Dir, "servers", "redis-1"), tracker: s.Tracker}
-	if err := n.start(ctx, 0); err != nil {
+	return startRedisMasters(ctx, s, 1)
+}
+
+// startRedisMasters starts count independent redis-servers in parallel.
+func startRedisMasters(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster, error) {
+	c := &cluster{topology: s.Topology}
+	for i := 1; i <= count; i++ {
+		n := &redisNode{name: fmt.Sprintf("redis-%d", i), dir: filepath.Join(s.Dir, "servers", fmt.Sprintf("redis-%d", i)), tracker: s.Tracker}
+		if s.Net != nil {
+			h, err := s.Net.AddHost(n.name)
+			if err != nil {
+				return nil, err
+			}
+			n.host = h
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.start(ctx, 0)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = c.Stop(context.Background())
 		return nil, err
 	}
-	return &cluster{topology: s.Topology, nodes: []*redisNode{n}}, nil
+	return c, nil
 }
 
 type cluster struct {
@@ -106,6 +137,8 @@ type redisNode struct {
 	name    string
 	dir     string
 	tracker *runstate.Tracker
+	host    *netns.Host // nil: loopback
+	env     []string    // extra environment (the clock shim)
 
 	mu     sync.Mutex
 	addr   string
@@ -115,6 +148,16 @@ type redisNode struct {
 }
 
 func (n *redisNode) Name() string { return n.name }
+
+// Host returns the node's namespace, or nil on loopback.
+func (n *redisNode) Host() *netns.Host { return n.host }
+
+func (n *redisNode) ip() string {
+	if n.host != nil {
+		return n.host.IP
+	}
+	return "127.0.0.1"
+}
 
 func (n *redisNode) Addr() string {
 	n.mu.Lock()
@@ -140,7 +183,9 @@ func (n *redisNode) start(ctx context.Context, port int) error {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		p := port
-		if p == 0 {
+		if p == 0 && n.host != nil {
+			p = 6379 // the namespace is the node's own
+		} else if p == 0 {
 			var err error
 			if p, err = freePort(); err != nil {
 				return err
@@ -160,16 +205,21 @@ func (n *redisNode) start(ctx context.Context, port int) error {
 }
 
 func (n *redisNode) launch(ctx context.Context, port int) error {
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort(n.ip(), strconv.Itoa(port))
 	logPath := filepath.Join(n.dir, "redis.log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("redis-server",
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+	argv := []string{"redis-server",
+		"--bind", n.ip(), "--port", strconv.Itoa(port),
 		"--save", "", "--appendonly", "no", "--dir", n.dir,
-		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "notice")
+		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "notice"}
+	if n.host != nil {
+		argv = n.host.Command(argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -185,7 +235,7 @@ func (n *redisNode) launch(ctx context.Context, port int) error {
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if err := ping(addr); err == nil {
+		if err := n.ping(addr); err == nil {
 			return nil
 		}
 		select {
@@ -204,9 +254,16 @@ func (n *redisNode) launch(ctx context.Context, port int) error {
 	}
 }
 
-// ping sends an inline PING and waits for +PONG.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+// ping sends an inline PING and waits for +PONG, from inside the node's
+// namespace when it has one.
+func (n *redisNode) ping(addr string) error {
+	var c net.Conn
+	var err error
+	if n.host != nil {
+		c, err = n.host.Dial(addr, 200*time.Millisecond)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	}
 	if err != nil {
 		return err
 	}

@@ -49,8 +49,16 @@ type Net struct {
 	sw     string // switch namespace
 	mu     sync.Mutex
 	hosts  []*Host
-	blocks map[string]map[string]bool // host -> peers it cannot reach
+	blocks map[string]map[string]dir // host -> peer -> what is dropped
 }
+
+// dir says which directions of a host's traffic with a peer are dropped.
+type dir uint8
+
+const (
+	dropIn  dir = 1 << iota // packets from the peer
+	dropOut                 // packets to the peer
+)
 
 // Host is one namespace with one address.
 type Host struct {
@@ -66,7 +74,7 @@ func New(id string) (*Net, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	n := &Net{id: id, sw: id + "-sw", blocks: map[string]map[string]bool{}}
+	n := &Net{id: id, sw: id + "-sw", blocks: map[string]map[string]dir{}}
 	if err := ip("netns", "add", n.sw); err != nil {
 		return nil, err
 	}
@@ -196,15 +204,29 @@ func (n *Net) Block(ctx context.Context, pairs [][2]*Host) error {
 			continue
 		}
 		for _, x := range [][2]*Host{{a, b}, {b, a}} {
-			if n.blocks[x[0].NS] == nil {
-				n.blocks[x[0].NS] = map[string]bool{}
-			}
-			n.blocks[x[0].NS][x[1].IP] = true
+			n.drop(x[0], x[1], dropIn|dropOut)
 			touched[x[0]] = true
 		}
 	}
 	n.mu.Unlock()
 	return n.apply(ctx, touched)
+}
+
+// BlockOneWay drops what from sends to to, and nothing else: requests from
+// to still reach from, their replies are lost (TCP delivers them late, once
+// healed).
+func (n *Net) BlockOneWay(ctx context.Context, from, to *Host) error {
+	n.mu.Lock()
+	n.drop(to, from, dropIn)
+	n.mu.Unlock()
+	return n.apply(ctx, map[*Host]bool{to: true})
+}
+
+func (n *Net) drop(h, peer *Host, d dir) {
+	if n.blocks[h.NS] == nil {
+		n.blocks[h.NS] = map[string]dir{}
+	}
+	n.blocks[h.NS][peer.IP] |= d
 }
 
 // Heal removes every block.
@@ -216,7 +238,7 @@ func (n *Net) Heal(ctx context.Context) error {
 			touched[h] = true
 		}
 	}
-	n.blocks = map[string]map[string]bool{}
+	n.blocks = map[string]map[string]dir{}
 	n.mu.Unlock()
 	return n.apply(ctx, touched)
 }
@@ -230,15 +252,22 @@ func (n *Net) apply(ctx context.Context, touched map[*Host]bool) error {
 	for h := range touched {
 		n.mu.Lock()
 		var peers []string
-		for ip := range n.blocks[h.NS] {
+		dirs := map[string]dir{}
+		for ip, d := range n.blocks[h.NS] {
 			peers = append(peers, ip)
+			dirs[ip] = d
 		}
 		n.mu.Unlock()
 		sort.Strings(peers)
 		var rules bytes.Buffer
 		rules.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
 		for _, p := range peers {
-			fmt.Fprintf(&rules, "-A INPUT -s %s -j DROP\n-A OUTPUT -d %s -j DROP\n", p, p)
+			if dirs[p]&dropIn != 0 {
+				fmt.Fprintf(&rules, "-A INPUT -s %s -j DROP\n", p)
+			}
+			if dirs[p]&dropOut != 0 {
+				fmt.Fprintf(&rules, "-A OUTPUT -d %s -j DROP\n", p)
+			}
 		}
 		rules.WriteString("COMMIT\n")
 		wg.Add(1)

@@ -89,6 +89,12 @@ func TestPartitionAndHeal(t *testing.T) {
 	require.NoError(t, n.Heal(ctx))
 	require.NoError(t, reach(c, a), "healed")
 
+	// One way: what a sends to c is lost; c's packets still reach a.
+	require.NoError(t, n.BlockOneWay(ctx, a, c))
+	require.Error(t, reach(c, a), "a's answers never reach c")
+	require.NoError(t, n.Heal(ctx))
+	require.NoError(t, reach(c, a))
+
 	// Nothing was added to the root namespace (checked without sending
 	// anything: the root namespace's routes lead off this machine).
 	addrs, err := net.InterfaceAddrs()

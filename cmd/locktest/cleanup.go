@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/internal/runstate"
 )
 
@@ -13,7 +14,7 @@ func newCleanupCmd() *cobra.Command {
 		Use:   "cleanup",
 		Short: "Remove what crashed runs left behind (their servers and client processes)",
 		Long: `Remove what crashed runs left behind. Every run records the processes it
-starts (pid and start time) in ` + runstate.Dir() + `; cleanup kills those
+starts (pid and start time) and the prefix of its network namespaces in ` + runstate.Dir() + `; cleanup kills those
 that are still the same processes, only for runs whose harness is gone, and
 never touches anything else. Run directories in the store are kept.`,
 		Args: cobra.NoArgs,
@@ -29,8 +30,18 @@ never touches anything else. Run directories in the store are kept.`,
 			}
 			for _, st := range stale {
 				fmt.Fprintf(out, "run %s (%s):\n", st.RunID, st.RunDir)
+				// Processes first: a namespace goes only when nothing runs in it.
 				for _, d := range runstate.Clean(st) {
 					fmt.Fprintf(out, "  %s\n", d)
+				}
+				if st.NetID != "" {
+					names := netns.Names(st.NetID)
+					for _, err := range netns.Remove(names) {
+						fmt.Fprintf(out, "  %v\n", err)
+					}
+					if len(names) > 0 {
+						fmt.Fprintf(out, "  removed %d network namespaces (%s-*)\n", len(names), st.NetID)
+					}
 				}
 			}
 			return nil

@@ -83,6 +83,10 @@ updates and deadlocks.
 func main() {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	// A closed stdout (locktest run ... | head) must not kill the run before
+	// it heals its faults and stops its servers: with SIGPIPE caught, writes
+	// fail with EPIPE instead.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	err := newRoot().ExecuteContext(ctx)
 	code := exitSafe
 	var ec exitCode

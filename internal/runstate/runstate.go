@@ -40,6 +40,8 @@ type State struct {
 	RunDir  string   `json:"run_dir"`
 	Procs   []Proc   `json:"procs"`
 	Paths   []string `json:"paths,omitempty"` // files or directories to remove
+	// NetID prefixes the names of the run's network namespaces.
+	NetID string `json:"net_id,omitempty"`
 }
 
 // Tracker keeps a run's State on disk, rewriting it on every change.
@@ -70,6 +72,28 @@ func (t *Tracker) AddProc(pid int, what string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.st.Procs = append(t.st.Procs, Proc{PID: pid, StartTime: st, What: what})
+	_ = t.save()
+}
+
+// SetNet records the prefix of the run's network namespaces.
+func (t *Tracker) SetNet(id string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.st.NetID = id
+	_ = t.save()
+}
+
+// AddPath records a file or directory to remove if the run crashes.
+func (t *Tracker) AddPath(path string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.st.Paths = append(t.st.Paths, path)
 	_ = t.save()
 }
 

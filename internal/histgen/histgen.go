@@ -1,0 +1,489 @@
+// Package histgen generates synthetic lock histories for tests and
+// benchmarks: clients looping try-acquire / hold / release against a
+// simulated (lease) lock server, optionally reading and incrementing a
+// guarded resource while they hold the lock, with lost answers
+// (indeterminate operations) and injected violations.
+//
+// Generation is deterministic: the same Config (including Seed) gives the
+// same events.
+package histgen
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// Config describes a history to generate. Zero fields take the defaults
+// given in their comments.
+type Config struct {
+	Seed    uint64 // seeds the generator's PCG source
+	Clients int    // number of clients (default 5)
+	Ops     int    // client operations to generate, at least (default 1000)
+	// Indeterminate is the fraction of acquires and releases whose answer
+	// is lost: the history records them as indeterminate ("info") and the
+	// server applied them or not, with equal chance.
+	Indeterminate float64
+	Lease         bool          // keys expire by themselves after TTL
+	TTL           time.Duration // lease TTL, whole milliseconds (default 50ms)
+	Resource      bool          // holders read the resource and write it plus one
+	Tokens        bool          // writes carry the holder's fencing token
+	Fence         bool          // the resource rejects stale tokens (implies Tokens and Resource)
+	RoundTrip     time.Duration // mean round trip to the lock server (default 600µs)
+	Hold          time.Duration // mean time from acquire ok to release (default 1ms)
+
+	// Violations to inject. Each is made at the first chances that arise
+	// (at random, half of them are let pass), so a short history may get
+	// fewer than asked for: Output.Injected lists those actually made.
+
+	// DoubleHolders: the server grants an acquire while another client
+	// holds the lock and keeps holding it until after the grant returns.
+	DoubleHolders int
+	// ForeignReleases: an idle client sends a stray release that the
+	// server executes on the current holder's key.
+	ForeignReleases int
+	// LostUpdates: the resource serves a holder a stale read (one less
+	// than its value), so its write overwrites the last increment.
+	LostUpdates int
+}
+
+// Injected lists the violations a history actually contains by design.
+type Injected struct {
+	DoubleHolders   []int64 // acquires granted while another client held the lock
+	ForeignReleases []int64 // releases that deleted another client's key
+	LostUpdates     []int64 // writes that overwrote an increment
+}
+
+// Total returns the number of injected violations.
+func (in Injected) Total() int {
+	return len(in.DoubleHolders) + len(in.ForeignReleases) + len(in.LostUpdates)
+}
+
+// Output is a generated history.
+type Output struct {
+	Events   []history.Event
+	Injected Injected
+}
+
+// History parses the generated events.
+func (o Output) History() (*history.History, error) {
+	return history.FromEvents(o.Events)
+}
+
+type phase uint8
+
+const (
+	phInvoke   phase = iota // start the next operation
+	phApply                 // the server applies the current lock operation
+	phComplete              // the current operation completes
+	phDone                  // the client stopped
+)
+
+type client struct {
+	id    int
+	next  int64 // time of the next step
+	phase phase
+	pos   int // position in the heap
+
+	// the operation in flight
+	op      history.Op
+	opID    int64
+	owner   string
+	stray   bool
+	lost    bool // the answer will be lost
+	applied bool // the server applied it
+	result  history.Type
+	reason  string
+	removed string
+	token   int64
+	done    int64 // completion time
+
+	// what the client believes
+	holding    bool
+	holdOwner  string
+	holdToken  int64
+	holdUntil  int64
+	minRelease int64
+	read       bool
+	wrote      bool
+	readValue  int64
+	staleRead  bool
+	retry      string // owner of a release to (re)send: cleanup or retry
+	acquires   int
+	lastOwner  string
+}
+
+type key struct {
+	owner   string
+	client  int
+	expires int64
+}
+
+type gen struct {
+	cfg    Config
+	rng    *rand.Rand
+	events []history.Event
+	out    Injected
+	opID   int64
+	ops    int
+	heap   []*client
+	cs     []*client
+	ttl    int64
+	rtt    int64
+
+	key       *key
+	token     int64
+	resource  int64
+	maxToken  int64
+	injDouble int
+	injStray  int
+	injLost   int
+}
+
+// Generate simulates cfg and returns the history.
+func Generate(cfg Config) Output {
+	if cfg.Clients <= 0 {
+		cfg.Clients = 5
+	}
+	if cfg.Ops <= 0 {
+		cfg.Ops = 1000
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 50 * time.Millisecond
+	}
+	if cfg.RoundTrip <= 0 {
+		cfg.RoundTrip = 600 * time.Microsecond
+	}
+	if cfg.Hold <= 0 {
+		cfg.Hold = time.Millisecond
+	}
+	if cfg.Fence {
+		cfg.Tokens, cfg.Resource = true, true
+	}
+	ttlMs := int64(cfg.TTL / time.Millisecond)
+	if ttlMs < 1 {
+		ttlMs = 1
+	}
+	g := &gen{
+		cfg:       cfg,
+		rng:       rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed)),
+		ttl:       ttlMs * 1e6,
+		rtt:       int64(cfg.RoundTrip),
+		injDouble: cfg.DoubleHolders,
+		injStray:  cfg.ForeignReleases,
+		injLost:   cfg.LostUpdates,
+	}
+	g.events = make([]history.Event, 0, 2*cfg.Ops+cfg.Clients+2)
+	info := &history.RunInfo{
+		FormatVersion: history.FormatVersion,
+		Lock:          "histgen",
+		Nemeses:       []string{"none"},
+		Seed:          int64(cfg.Seed),
+		Clients:       cfg.Clients,
+		Lease:         cfg.Lease,
+		Fence:         cfg.Fence,
+		Fencing:       cfg.Tokens,
+		Cluster:       "simulated",
+		Version:       "histgen",
+	}
+	if cfg.Lease {
+		info.TTLMillis = ttlMs
+	}
+	g.emit(history.Event{Type: history.Run, Info: info}, 0)
+	for i := 1; i <= cfg.Clients; i++ {
+		g.emit(history.Event{Type: history.ClientStart, Client: i, PID: 1000 + i}, 0)
+		c := &client{id: i, next: g.jitter(g.rtt), phase: phInvoke}
+		g.cs = append(g.cs, c)
+		g.push(c)
+	}
+	var end int64
+	for len(g.heap) > 0 {
+		c := g.heap[0]
+		end = max(end, c.next)
+		switch c.phase {
+		case phInvoke:
+			g.invoke(c)
+		case phApply:
+			g.apply(c)
+		case phComplete:
+			g.complete(c)
+		}
+		if c.phase == phDone {
+			g.pop()
+		} else {
+			g.fix(c)
+		}
+	}
+	g.emit(history.Event{Type: history.RunEnd, Detail: "workload done"}, end+1)
+	return Output{Events: g.events, Injected: g.out}
+}
+
+func (g *gen) emit(e history.Event, t int64) {
+	e.Seq = int64(len(g.events))
+	e.Time = t
+	g.events = append(g.events, e)
+}
+
+// jitter returns a duration uniform in [d/2, 3d/2).
+func (g *gen) jitter(d int64) int64 {
+	if d <= 1 {
+		return 1
+	}
+	return d/2 + g.rng.Int64N(d)
+}
+
+// invoke starts c's next operation, or stops c.
+func (g *gen) invoke(c *client) {
+	now := c.next
+	g.opID++
+	c.opID, c.stray, c.lost, c.owner = g.opID, false, false, ""
+	switch {
+	case c.retry != "":
+		c.op, c.owner = history.Release, c.retry
+	case c.holding && now < c.minRelease:
+		// Another client was granted the lock this client holds: stall
+		// (as if paused) until after that grant returned.
+		g.opID--
+		c.next = c.minRelease
+		return
+	case c.holding && g.cfg.Resource && !c.read:
+		c.op = history.Read
+	case c.holding && g.cfg.Resource && !c.wrote:
+		c.op = history.Write
+	case c.holding:
+		c.op, c.owner = history.Release, c.holdOwner
+		c.holding = false
+	case g.ops >= g.cfg.Ops:
+		c.phase = phDone
+		g.opID--
+		return
+	case g.injStray > 0 && c.lastOwner != "" && g.key != nil && g.key.client != c.id &&
+		g.holds(g.key) && g.rng.IntN(2) == 0:
+		c.op, c.owner, c.stray = history.Release, c.lastOwner, true
+	default:
+		c.op = history.Acquire
+		c.acquires++
+		c.owner = "c" + strconv.Itoa(c.id) + "-" + strconv.Itoa(c.acquires)
+		c.lastOwner = c.owner
+	}
+	g.ops++
+	e := history.Event{Type: history.Invoke, Client: c.id, Op: c.op, OpID: c.opID}
+	if c.op == history.Release {
+		e.Owner = c.owner
+	}
+	if c.op == history.Write && g.cfg.Tokens {
+		e.Token = history.Int64(c.holdToken)
+	}
+	g.emit(e, now)
+
+	switch c.op {
+	case history.Read, history.Write:
+		// Performed by the controller when the client answers.
+		c.done = now + 20_000 + g.rng.Int64N(40_000)
+		c.phase, c.next = phComplete, c.done
+		return
+	}
+	rtt := g.jitter(g.rtt)
+	c.lost = !c.stray && g.rng.Float64() < g.cfg.Indeterminate
+	c.applied = !c.lost || g.rng.IntN(2) == 0
+	if c.lost {
+		c.done = now + 10*g.rtt + g.rng.Int64N(g.rtt)
+	} else {
+		c.done = now + rtt
+	}
+	c.result, c.reason, c.removed = history.Info, "", ""
+	if c.applied {
+		c.phase, c.next = phApply, now+rtt/4+g.rng.Int64N(rtt/2+1)
+	} else {
+		c.phase, c.next = phComplete, c.done
+	}
+}
+
+// apply runs c's lock operation on the server.
+func (g *gen) apply(c *client) {
+	now := c.next
+	if g.key != nil && g.cfg.Lease && g.key.expires <= now {
+		g.key = nil
+	}
+	switch c.op {
+	case history.Acquire:
+		switch {
+		case g.key == nil:
+			g.grant(c, now)
+		case g.injDouble > 0 && !c.lost && g.key.client != c.id && g.holds(g.key) && g.rng.IntN(2) == 0:
+			// Injected: grant a lock another client holds, and make that
+			// client keep believing it holds it until after this returns.
+			holder := g.cs[g.key.client-1]
+			holder.minRelease = max(holder.minRelease, c.done+g.rtt)
+			g.grant(c, now)
+			g.injDouble--
+			g.out.DoubleHolders = append(g.out.DoubleHolders, c.opID)
+		default:
+			c.result, c.reason = history.Fail, history.ReasonHeld
+		}
+	case history.Release:
+		switch {
+		case g.key != nil && g.key.owner == c.owner:
+			c.result, c.removed = history.OK, c.owner
+			g.key = nil
+		case c.stray && g.key != nil && g.key.client != c.id:
+			// Injected: a release that deletes another owner's key.
+			c.result, c.removed = history.OK, g.key.owner
+			g.key = nil
+			g.injStray--
+			g.out.ForeignReleases = append(g.out.ForeignReleases, c.opID)
+		default:
+			c.result, c.reason, c.removed = history.Fail, history.ReasonNotOwner, "-"
+		}
+	}
+	c.phase, c.next = phComplete, c.done
+}
+
+// holds reports whether k's client believes it holds k.
+func (g *gen) holds(k *key) bool {
+	h := g.cs[k.client-1]
+	return h.holding && h.holdOwner == k.owner
+}
+
+func (g *gen) grant(c *client, now int64) {
+	g.token++
+	g.key = &key{owner: c.owner, client: c.id, expires: now + g.ttl}
+	c.result, c.token = history.OK, g.token
+}
+
+// complete records the end of c's operation and plans its next step.
+func (g *gen) complete(c *client) {
+	now := c.next
+	e := history.Event{Client: c.id, Op: c.op, OpID: c.opID}
+	next := now + g.jitter(g.rtt)/4
+	switch c.op {
+	case history.Read:
+		e.Type = history.OK
+		v := g.resource
+		if g.injLost > 0 && v > 0 && g.rng.IntN(2) == 0 {
+			v-- // injected: a stale read
+			c.staleRead = true
+			g.injLost--
+		}
+		c.readValue, c.read = v, true
+		e.Value = history.Int64(v)
+	case history.Write:
+		c.wrote = true
+		if g.cfg.Fence && c.holdToken < g.maxToken {
+			e.Type, e.Reason = history.Fail, history.ReasonStaleToken
+			c.staleRead = false
+			break
+		}
+		e.Type = history.OK
+		e.Prev = history.Int64(g.resource)
+		g.resource = c.readValue + 1
+		e.Value = history.Int64(g.resource)
+		g.maxToken = max(g.maxToken, c.holdToken)
+		if c.staleRead {
+			g.out.LostUpdates = append(g.out.LostUpdates, c.opID)
+			c.staleRead = false
+		}
+		next = max(c.holdUntil, c.minRelease, next)
+	case history.Acquire, history.Release:
+		e.Type, e.Reason, e.Removed = c.result, c.reason, c.removed
+		if c.lost {
+			e.Type, e.Reason, e.Removed, e.Error = history.Info, "", "", "timeout"
+		}
+		switch {
+		case c.op == history.Acquire && e.Type == history.OK:
+			e.Owner = c.owner
+			if g.cfg.Tokens {
+				e.Token = history.Int64(c.token)
+			}
+			c.holding, c.holdOwner, c.holdToken = true, c.owner, c.token
+			c.minRelease = 0
+			c.read, c.wrote = false, false
+			c.holdUntil = now + g.jitter(int64(g.cfg.Hold))
+			if g.cfg.Lease && c.holdUntil > now+g.ttl/2 {
+				c.holdUntil = now + g.ttl/2
+			}
+			if !g.cfg.Resource {
+				next = max(c.holdUntil, c.minRelease)
+			}
+		case c.op == history.Acquire && e.Type == history.Info:
+			c.retry = c.owner // clean up a key the server may have granted
+		case c.op == history.Acquire:
+			next = now + g.jitter(g.rtt)
+		case e.Type == history.Info:
+			c.retry = c.owner
+		default:
+			c.retry = ""
+		}
+	}
+	g.emit(e, now)
+	c.phase, c.next = phInvoke, next
+}
+
+// The heap orders clients by (next, id).
+
+func (g *gen) less(a, b *client) bool {
+	if a.next != b.next {
+		return a.next < b.next
+	}
+	return a.id < b.id
+}
+
+func (g *gen) push(c *client) {
+	c.pos = len(g.heap)
+	g.heap = append(g.heap, c)
+	g.up(c.pos)
+}
+
+func (g *gen) pop() {
+	n := len(g.heap) - 1
+	g.swap(0, n)
+	g.heap = g.heap[:n]
+	if n > 0 {
+		g.down(0)
+	}
+}
+
+func (g *gen) fix(c *client) {
+	if !g.down(c.pos) {
+		g.up(c.pos)
+	}
+}
+
+func (g *gen) swap(i, j int) {
+	g.heap[i], g.heap[j] = g.heap[j], g.heap[i]
+	g.heap[i].pos, g.heap[j].pos = i, j
+}
+
+func (g *gen) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !g.less(g.heap[i], g.heap[p]) {
+			return
+		}
+		g.swap(i, p)
+		i = p
+	}
+}
+
+func (g *gen) down(i int) bool {
+	start := i
+	n := len(g.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && g.less(g.heap[r], g.heap[l]) {
+			m = r
+		}
+		if !g.less(g.heap[m], g.heap[i]) {
+			break
+		}
+		g.swap(i, m)
+		i = m
+	}
+	return i > start
+}

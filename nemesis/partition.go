@@ -1,0 +1,293 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/workloads"
+)
+
+// PartitionShapes are the partitions the partition nemesis draws from.
+var PartitionShapes = []string{
+	"isolate-holder",  // the client that just acquired, cut from every server
+	"lost-reply",      // as a client sends an acquire, the servers' answers to it are dropped until healed
+	"holder-minority", // that client cut from a minority of the servers
+	"isolate-server",  // one server cut from everything
+	"split",           // servers and clients in two halves, servers split majority/minority
+	"bridge",          // two halves of the servers that share one node
+}
+
+// ParseShapes reads the partition param ("" means every shape).
+func ParseShapes(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return PartitionShapes, nil
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(PartitionShapes, f) {
+			return nil, fmt.Errorf("unknown partition shape %q (known: %s)", f, strings.Join(PartitionShapes, ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+type partition struct{}
+
+func (*partition) Name() string   { return "partition" }
+func (*partition) NeedsNet() bool { return true }
+
+// Run alternates between healthy periods and partitions. Shapes aimed at
+// the holder strike right after an acquire; the others at a random time.
+func (*partition) Run(ctx context.Context, env *Env) error {
+	if env.Net == nil {
+		return errors.New("the run has no network layer")
+	}
+	shapes, err := ParseShapes(env.Params["partition"])
+	if err != nil {
+		return err
+	}
+	r := rng(env, "partition")
+	var servers []*netns.Host
+	for _, n := range env.Cluster.Nodes() {
+		if h, ok := n.(clusters.Hosted); ok && h.Host() != nil {
+			servers = append(servers, h.Host())
+		}
+	}
+	if len(servers) == 0 {
+		return errors.New("no server has a network namespace")
+	}
+
+	var mu sync.Mutex
+	active := false
+	closed := false
+	var wg sync.WaitGroup
+	// begin applies pairs, then heals them after d, in the background.
+	begin := func(shape, target string, client int, pairs [][2]*netns.Host, d time.Duration) {
+		err := env.Net.Block(context.Background(), pairs)
+		end := fault(env, "partition", target, client, fmt.Sprintf("%s for %s", shape, d.Round(time.Millisecond)))
+		if err != nil {
+			end("failed: " + err.Error())
+			mu.Lock()
+			active = false
+			mu.Unlock()
+			wg.Done()
+			return
+		}
+		go func() {
+			defer wg.Done()
+			sleepCtx(ctx, d)
+			herr := env.Net.Heal(context.Background())
+			detail := "healed"
+			if herr != nil {
+				detail = "heal failed: " + herr.Error()
+			}
+			end(detail)
+			mu.Lock()
+			active = false
+			mu.Unlock()
+		}()
+	}
+	// claim reserves the next partition slot; false when one is active or
+	// the run is ending.
+	claim := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if active || closed {
+			return false
+		}
+		active = true
+		wg.Add(1)
+		return true
+	}
+
+	var holderShapes, timedShapes []string
+	for _, s := range shapes {
+		if s == "isolate-holder" || s == "holder-minority" {
+			holderShapes = append(holderShapes, s)
+		} else if s == "lost-reply" {
+			continue
+		} else {
+			timedShapes = append(timedShapes, s)
+		}
+	}
+	var nextHolder time.Time
+	if len(holderShapes) > 0 {
+		nextHolder = time.Now().Add(between(r, 500*time.Millisecond, time.Second))
+		env.Workload.OnAcquire(func(p *workloads.Process) {
+			mu.Lock()
+			due := time.Now().After(nextHolder) && p.Host != nil
+			var shape string
+			var d time.Duration
+			var cut []*netns.Host
+			if due {
+				shape = holderShapes[r.IntN(len(holderShapes))]
+				d = scaled(r, env.TTL, 1.5, 3)
+				cut = servers
+				if shape == "holder-minority" {
+					cut = pick(r, servers, (len(servers)-1)/2)
+				}
+				nextHolder = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
+			}
+			mu.Unlock()
+			if !due || len(cut) == 0 || !claim() {
+				return
+			}
+			var pairs [][2]*netns.Host
+			for _, s := range cut {
+				pairs = append(pairs, [2]*netns.Host{p.Host, s})
+			}
+			begin(shape, fmt.Sprintf("client %d | %s", p.ID, names(cut)), p.ID, pairs, d)
+		})
+	}
+	if slices.Contains(shapes, "lost-reply") {
+		nextReply := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
+		env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
+			if op != history.Acquire || p.Host == nil {
+				return
+			}
+			mu.Lock()
+			due := time.Now().After(nextReply)
+			var d time.Duration
+			if due {
+				d = scaled(r, env.TTL, 1.5, 3)
+				nextReply = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
+			}
+			mu.Unlock()
+			if !due || !claim() {
+				return
+			}
+			err := func() error {
+				for _, s := range servers {
+					if err := env.Net.BlockOneWay(context.Background(), s, p.Host); err != nil {
+						return err
+					}
+				}
+				return nil
+			}()
+			end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(servers), p.ID), p.ID, fmt.Sprintf("lost-reply for %s", d.Round(time.Millisecond)))
+			if err != nil {
+				end("failed: " + err.Error())
+			}
+			go func() {
+				defer wg.Done()
+				sleepCtx(ctx, d)
+				detail := "healed"
+				if herr := env.Net.Heal(context.Background()); herr != nil {
+					detail = "heal failed: " + herr.Error()
+				}
+				end(detail)
+				mu.Lock()
+				active = false
+				mu.Unlock()
+			}()
+		})
+	}
+	for len(timedShapes) > 0 && sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
+		mu.Lock()
+		shape := timedShapes[r.IntN(len(timedShapes))]
+		d := scaled(r, env.TTL, 1.5, 3)
+		var clients []*netns.Host
+		for _, p := range env.Workload.Processes() {
+			if p.Host != nil {
+				clients = append(clients, p.Host)
+			}
+		}
+		slices.SortFunc(clients, func(a, b *netns.Host) int { return strings.Compare(a.Name, b.Name) })
+		a, b := shapeSides(r, shape, servers, clients)
+		mu.Unlock()
+		if len(a) == 0 || len(b) == 0 || !claim() {
+			continue
+		}
+		begin(shape, names(a)+" | "+names(b), 0, cross(a, b), d)
+		// Wait for this partition to heal before drawing the next one.
+		for {
+			mu.Lock()
+			busy := active
+			mu.Unlock()
+			if !busy || !sleepCtx(ctx, 50*time.Millisecond) {
+				break
+			}
+		}
+	}
+	<-ctx.Done()
+	mu.Lock()
+	closed = true
+	mu.Unlock()
+	wg.Wait()
+	return nil
+}
+
+// shapeSides returns the two sides of a timed shape. For "bridge" the
+// shared node is on both sides: it is cut from nobody.
+func shapeSides(r *rand.Rand, shape string, servers, clients []*netns.Host) (a, b []*netns.Host) {
+	ss := shuffled(r, servers)
+	switch shape {
+	case "isolate-server":
+		a = ss[:1]
+		b = append(append([]*netns.Host(nil), ss[1:]...), clients...)
+	case "split":
+		half := len(ss) / 2
+		a, b = ss[:half], ss[half:]
+		for _, c := range shuffled(r, clients) {
+			if r.IntN(2) == 0 {
+				a = append(a, c)
+			} else {
+				b = append(b, c)
+			}
+		}
+	case "bridge":
+		if len(ss) < 3 {
+			return nil, nil
+		}
+		mid := len(ss) / 2
+		// ss[mid] is the bridge: it stays connected to both halves.
+		a, b = ss[:mid], ss[mid+1:]
+		for _, c := range shuffled(r, clients) {
+			if r.IntN(2) == 0 {
+				a = append(a, c)
+			} else {
+				b = append(b, c)
+			}
+		}
+	}
+	return a, b
+}
+
+func cross(a, b []*netns.Host) [][2]*netns.Host {
+	var out [][2]*netns.Host
+	for _, x := range a {
+		for _, y := range b {
+			out = append(out, [2]*netns.Host{x, y})
+		}
+	}
+	return out
+}
+
+func shuffled(r *rand.Rand, hs []*netns.Host) []*netns.Host {
+	out := append([]*netns.Host(nil), hs...)
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func pick(r *rand.Rand, hs []*netns.Host, n int) []*netns.Host {
+	return shuffled(r, hs)[:n]
+}
+
+func names(hs []*netns.Host) string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.Name
+	}
+	return strings.Join(out, ",")
+}
