@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/internal/runstate"
@@ -55,7 +56,25 @@ type Spec struct {
 	// Net, when not nil, gives each server its own network namespace and
 	// address (for partitions); nil runs servers on loopback.
 	Net *netns.Net
+	// ClockShim starts servers under a per-process wall-clock shim, so a
+	// clock fault can shift one server's time (see ClockShifter).
+	ClockShim bool
 }
+
+// ClockShifter is a node whose wall clock can be shifted without touching
+// the host clock.
+type ClockShifter interface {
+	// ShiftClock sets the node's wall clock to real time + offset, at once.
+	ShiftClock(offset time.Duration) error
+}
+
+// FaketimeLib and MallocDebugLib make the clock shim: libfaketime reads its
+// offset from a file on every call, and glibc's debug malloc must come first
+// or Debian's redis-server (jemalloc) hangs at start-up under libfaketime.
+const (
+	FaketimeLib    = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+	MallocDebugLib = "/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0"
+)
 
 // Hosted is a node that lives in its own network namespace.
 type Hosted interface {

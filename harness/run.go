@@ -112,10 +112,26 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 			return s, nil, nil, UsageError{err}
 		}
 	}
+	if needsClockShim(ns) {
+		for _, lib := range []string{clusters.FaketimeLib, clusters.MallocDebugLib} {
+			if _, err := os.Stat(lib); err != nil {
+				return s, nil, nil, usage("the clock fault needs %s: install it with `apt-get install -y libfaketime`", lib)
+			}
+		}
+	}
 	if _, err := nemesis.ParseShapes(o.Params["partition"]); err != nil {
 		return s, nil, nil, usage("--param partition: %v", err)
 	}
 	return s, ns, names, nil
+}
+
+func needsClockShim(ns []nemesis.Nemesis) bool {
+	for _, n := range ns {
+		if c, ok := n.(nemesis.ClockShimNeeder); ok && c.NeedsClockShim() {
+			return true
+		}
+	}
+	return false
 }
 
 func needsNet(ns []nemesis.Nemesis) bool {
@@ -186,7 +202,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			_ = network.Close()
 		}()
 	}
-	cl, err := backend.Start(ctx, clusters.Spec{Topology: scheme.Topology, Dir: dir, Tracker: tracker, Params: o.Params, Net: network})
+	cl, err := backend.Start(ctx, clusters.Spec{Topology: scheme.Topology, Dir: dir, Tracker: tracker, Params: o.Params, Net: network, ClockShim: needsClockShim(nemeses)})
 	if err != nil {
 		return nil, fmt.Errorf("start %s cluster: %w", scheme.Topology, err)
 	}

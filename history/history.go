@@ -78,6 +78,11 @@ type Event struct {
 	// Removed is, for a release that reports what the server deleted, the
 	// owner id of the key it removed ("-" when it removed nothing).
 	Removed string `json:"removed,omitempty"`
+	// Nodes, for an acquire ok on several servers, names those that granted.
+	Nodes []string `json:"nodes,omitempty"`
+	// Valid, for an acquire ok from a client that checks its lease: how
+	// long (ns) after this event the client still considers it valid.
+	Valid   int64  `json:"valid,omitempty"`
 	Reason  string `json:"reason,omitempty"`  // for Fail: one of the Reason constants
 	Error   string `json:"error,omitempty"`   // error text for Fail and Info
 	Latency int64  `json:"latency,omitempty"` // completions: ns since the invocation

@@ -40,8 +40,12 @@ type Operation struct {
 	Value   *int64
 	Prev    *int64
 	Removed string
-	Reason  string
-	Error   string
+	Nodes   []string
+	// ValidUntil is when the client itself stops considering the lease
+	// valid (acquire ok from a client that checks it); Never otherwise.
+	ValidUntil int64
+	Reason     string
+	Error      string
 	// Completed is the time the completion was recorded, even for Info
 	// operations whose Return is Never (for display); Never if none was.
 	Completed int64
@@ -146,7 +150,7 @@ func FromEvents(events []Event) (*History, error) {
 			open[e.OpID] = len(h.Ops)
 			h.Ops = append(h.Ops, Operation{
 				Client: e.Client, Op: e.Op, OpID: e.OpID, Call: e.Time,
-				Return: Never, Completed: Never, Type: Info,
+				Return: Never, Completed: Never, Type: Info, ValidUntil: Never,
 				Owner: e.Owner, Token: e.Token, Value: e.Value,
 				Index: len(h.Ops),
 			})
@@ -173,6 +177,10 @@ func FromEvents(events []Event) (*History, error) {
 			}
 			o.Prev = e.Prev
 			o.Removed = e.Removed
+			o.Nodes = e.Nodes
+			if e.Valid > 0 {
+				o.ValidUntil = e.Time + e.Valid
+			}
 			o.Reason = e.Reason
 			o.Error = e.Error
 		case FaultStart:

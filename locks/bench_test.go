@@ -24,6 +24,9 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	rb := redisBenchmark(b, addr)
 	for _, s := range locks.Schemes {
+		if s.Topology != "redis" {
+			continue
+		}
 		for _, fence := range []bool{false, true} {
 			name := s.Name
 			if fence {

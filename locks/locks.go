@@ -28,6 +28,9 @@ type Lease struct {
 	// ValidUntil is when the client believes its lease ends, on its own
 	// clock (Acquired + TTL); zero for schemes without expiry.
 	ValidUntil time.Time
+	// Nodes lists the servers that granted the lease, for schemes that ask
+	// several.
+	Nodes []string
 }
 
 // ReleaseResult is what a release learned about the server's state.
@@ -93,7 +96,10 @@ type Scheme struct {
 	Topology string // which servers it needs, e.g. "redis"
 	Lease    bool   // the lock expires by itself after the TTL
 	Fencing  bool   // can hand out fencing tokens (--fence)
-	New      func(Config) (Lock, error)
+	// ChecksValidity: the client stops using the resource once its own
+	// computed validity (Lease.ValidUntil, on its clock) has passed.
+	ChecksValidity bool
+	New            func(Config) (Lock, error)
 }
 
 // Schemes is the registry of every scheme, in the order `locktest list`
@@ -109,6 +115,8 @@ var Schemes = []Scheme{
 		Summary: "SET key id NX PX ttl; release Lua compare-and-delete. The textbook single-instance lock."},
 	{Name: "redis-lua-lenient", Topology: "redis", Lease: true, Fencing: true, New: newLuaLenient,
 		Summary: "SET NX PX; release Lua that returns 1 when the key is not ours, reporting an expired lease as released."},
+	{Name: "redlock", Topology: "redis5", Lease: true, ChecksValidity: true, New: newRedlock,
+		Summary: "Redlock over 5 independent masters: majority of SET NX PX within the TTL, validity = TTL - elapsed - drift; no fencing token."},
 }
 
 // Lookup finds a scheme by name.

@@ -46,6 +46,9 @@ func TestConformance(t *testing.T) {
 	addr := cl.Addrs()[0]
 	ctx := context.Background()
 	for _, s := range locks.Schemes {
+		if s.Topology != "redis" {
+			continue // schemes on other topologies have their own tests
+		}
 		t.Run(s.Name, func(t *testing.T) {
 			ttl := 300 * time.Millisecond
 			a := newLock(t, s, addr, 1, ttl, true)
@@ -144,4 +147,45 @@ func TestBlockingWaitsForRelease(t *testing.T) {
 	c := locks.Blocking(newLock(t, s, cl.Addrs()[0], 3, 5*time.Second, false), 20*time.Millisecond, 300*time.Millisecond, nil)
 	_, err = c.Acquire(ctx)
 	require.ErrorIs(t, err, locks.ErrHeld)
+}
+
+func TestRedlock(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		startRedis(t) // skips or fails as every server test does
+	}
+	cl, err := local.Backend{}.Start(context.Background(), clusters.Spec{Topology: "redis5", Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer cl.Stop(context.Background())
+	s, ok := locks.Lookup("redlock")
+	require.True(t, ok)
+	ctx := context.Background()
+	mk := func(client int) locks.Lock {
+		l, err := s.New(locks.Config{Addrs: cl.Addrs(), Key: "rl", TTL: 2 * time.Second, OpTimeout: time.Second, Client: client})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	a, b := mk(1), mk(2)
+	la, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	require.Len(t, la.Nodes, 5)
+	require.WithinDuration(t, time.Now().Add(2*time.Second), la.ValidUntil, 100*time.Millisecond)
+	_, err = b.Acquire(ctx)
+	require.ErrorIs(t, err, locks.ErrHeld)
+
+	// Two of five masters down: a majority still decides.
+	require.NoError(t, cl.Nodes()[0].Kill())
+	require.NoError(t, cl.Nodes()[1].Kill())
+	_, err = a.Release(ctx, la)
+	require.NoError(t, err)
+	lb, err := b.Acquire(ctx)
+	require.NoError(t, err)
+	require.Len(t, lb.Nodes, 3)
+	// Three down: no majority, and a definite failure.
+	require.NoError(t, cl.Nodes()[2].Kill())
+	_, err = a.Acquire(ctx)
+	require.Error(t, err)
+
+	_, err = s.New(locks.Config{Addrs: cl.Addrs(), Fence: true, TTL: time.Second})
+	require.ErrorContains(t, err, "no fencing token")
 }

@@ -58,6 +58,8 @@ var All = []Info{
 	{"pause-server", "SIGSTOP a server for 0.5-2x the TTL, then SIGCONT", func() Nemesis { return &pauseServer{} }},
 	{"kill", "kill -9 a server and restart it empty after 0.3-1 s (the lock state is lost)", func() Nemesis { return &killServer{} }},
 	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }},
+	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime)", func() Nemesis { return &clock{} }},
+	{"clock-client", "turn the holder's own clock back by 1-3x the TTL right after it acquires (matters for clients that check their lease validity)", func() Nemesis { return &clockClient{} }},
 	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }},
 }
 

@@ -48,6 +48,9 @@ const (
 	OpRead     = "read"
 	OpWrite    = "write"
 	OpShutdown = "shutdown"
+	// OpClock asks the client to shift its own clock by OffsetMs (the
+	// clock-client fault). Optional: a client that cannot answers fail.
+	OpClock = "clock"
 )
 
 // Hello is the controller's first message.
@@ -83,6 +86,8 @@ type Request struct {
 	ID    int64  `json:"id"`
 	Op    string `json:"op"`
 	Owner string `json:"owner,omitempty"` // release: the lease to give back
+	// OffsetMs, for clock: the offset to set on the client's clock.
+	OffsetMs int64 `json:"offset_ms,omitempty"`
 }
 
 // Reply answers the Request with the same ID.
@@ -94,6 +99,13 @@ type Reply struct {
 	Owner   string `json:"owner,omitempty"`   // acquire ok: the lease's owner id
 	Token   *int64 `json:"token,omitempty"`   // acquire ok: the fencing token
 	Removed string `json:"removed,omitempty"` // release: whose key the server deleted ("-": none)
+	// Nodes, for an acquire on several servers, lists those that granted it.
+	Nodes []string `json:"nodes,omitempty"`
+	// ValidMs, for an acquire ok from a client that checks its lease, is
+	// how long the client will still consider the lease valid, counted from
+	// when it sent this reply. After that it answers read and write with
+	// fail/not-held.
+	ValidMs int64 `json:"valid_ms,omitempty"`
 }
 
 // Encoder writes messages as JSON lines.

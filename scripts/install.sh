@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(redis-server redis-tools iproute2 iptables procps)
+PACKAGES=(redis-server redis-tools iproute2 iptables procps libfaketime)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install.sh: run as root (sudo $0) to install: ${PACKAGES[*]}" >&2

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/protocol"
 )
@@ -34,7 +35,8 @@ type Process struct {
 	nextReq atomic.Int64
 	killed  atomic.Bool // killed on purpose (crash-client, shutdown)
 	paused  atomic.Bool
-	resumed atomic.Int64 // time.Now().UnixNano() of the last Resume
+	grant   history.Event // the completion of the last successful acquire
+	resumed atomic.Int64  // time.Now().UnixNano() of the last Resume
 	mu      sync.Mutex
 }
 
@@ -142,14 +144,26 @@ func startProcess(argv []string, id int, stderrPath string, hello protocol.Hello
 	return p, nil
 }
 
+// Grant returns the completion event of the client's last successful
+// acquire (owner, token, the servers that granted it).
+func (p *Process) Grant() history.Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.grant
+}
+
 // PID returns the OS pid.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Do sends one request and waits for its reply, for at most timeout (the
 // time the process spends stopped by a fault included).
-func (p *Process) Do(op, owner string, timeout time.Duration) (protocol.Reply, error) {
+func (p *Process) Do(op, owner string, timeout time.Duration, offsetMs ...int64) (protocol.Reply, error) {
 	id := p.nextReq.Add(1)
-	if err := p.enc.Send(protocol.Request{ID: id, Op: op, Owner: owner}); err != nil {
+	req := protocol.Request{ID: id, Op: op, Owner: owner}
+	if len(offsetMs) > 0 {
+		req.OffsetMs = offsetMs[0]
+	}
+	if err := p.enc.Send(req); err != nil {
 		return protocol.Reply{}, p.deadError(err)
 	}
 	t := time.NewTimer(timeout)

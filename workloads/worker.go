@@ -25,7 +25,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("read hello: %w", err)
 	}
 	ready := protocol.Ready{Type: protocol.TypeReady, Version: protocol.Version, PID: os.Getpid()}
-	lock, err := openLock(hello)
+	lock, scheme, clock, err := openLock(hello)
 	if err != nil {
 		ready.Error = err.Error()
 		_ = enc.Send(ready)
@@ -51,7 +51,10 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			fill(&rep, err)
 			if err == nil {
 				lease = l
-				rep.Owner, rep.Token = l.Owner, l.Token
+				rep.Owner, rep.Token, rep.Nodes = l.Owner, l.Token, l.Nodes
+				if scheme.ChecksValidity && !l.ValidUntil.IsZero() {
+					rep.ValidMs = max(1, l.ValidUntil.Sub(clock.Now()).Milliseconds())
+				}
 			}
 		case protocol.OpRelease:
 			l := lease
@@ -65,8 +68,15 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			rep.Removed = res.Removed
 			lease = locks.Lease{}
 		case protocol.OpRead, protocol.OpWrite:
-			// The reference schemes keep using the resource whatever
-			// their lease says, as most user code does.
+			// Most reference schemes keep using the resource whatever
+			// their lease says, as most user code does; those that check
+			// their validity stop once it has passed on their clock.
+			if scheme.ChecksValidity && !lease.ValidUntil.IsZero() && clock.Now().After(lease.ValidUntil) {
+				rep.Outcome, rep.Reason = string(history.Fail), history.ReasonNotHeld
+				rep.Error = fmt.Sprintf("lease validity ended %s ago", clock.Now().Sub(lease.ValidUntil).Round(time.Millisecond))
+			}
+		case protocol.OpClock:
+			clock.SetOffset(time.Duration(req.OffsetMs) * time.Millisecond)
 		case protocol.OpShutdown:
 			return enc.Send(rep)
 		default:
@@ -87,13 +97,14 @@ func fill(rep *protocol.Reply, err error) {
 	}
 }
 
-func openLock(h protocol.Hello) (locks.Lock, error) {
+func openLock(h protocol.Hello) (locks.Lock, locks.Scheme, *locks.SkewClock, error) {
+	clock := &locks.SkewClock{}
 	if h.Version != protocol.Version {
-		return nil, fmt.Errorf("protocol version %d, this client speaks %d", h.Version, protocol.Version)
+		return nil, locks.Scheme{}, clock, fmt.Errorf("protocol version %d, this client speaks %d", h.Version, protocol.Version)
 	}
 	s, ok := locks.Lookup(h.Lock)
 	if !ok {
-		return nil, fmt.Errorf("unknown lock scheme %q", h.Lock)
+		return nil, s, clock, fmt.Errorf("unknown lock scheme %q", h.Lock)
 	}
 	r := rand.New(rand.NewPCG(uint64(h.Seed), uint64(h.Client)))
 	l, err := s.New(locks.Config{
@@ -103,15 +114,15 @@ func openLock(h protocol.Hello) (locks.Lock, error) {
 		Fence:     h.Fence,
 		OpTimeout: time.Duration(h.OpTimeoutMs) * time.Millisecond,
 		Client:    h.Client,
-		Clock:     &locks.SkewClock{},
+		Clock:     clock,
 		Rand:      r,
 		Params:    h.Params,
 	})
 	if err != nil {
-		return nil, err
+		return nil, s, clock, err
 	}
 	if h.Wait {
 		l = locks.Blocking(l, 100*time.Millisecond, time.Duration(h.WaitTimeoutMs)*time.Millisecond, r)
 	}
-	return l, nil
+	return l, s, clock, nil
 }

@@ -229,6 +229,9 @@ func (r *Runner) cycle(ctx context.Context, p *Process, rnd *rand.Rand) error {
 	if err != nil || acq.Type != history.OK {
 		return err
 	}
+	p.mu.Lock()
+	p.grant = acq
+	p.mu.Unlock()
 	r.mu.Lock()
 	hooks := append([]Hook(nil), r.hooks...)
 	r.mu.Unlock()
@@ -310,7 +313,10 @@ func (r *Runner) op(ctx context.Context, p *Process, inv history.Event) (history
 				r.cfg.Recorder.Record(c, nil)
 				return c, fmt.Errorf("client %d: acquire ok without an owner id", p.ID)
 			}
-			c.Owner, c.Token = rep.Owner, rep.Token
+			c.Owner, c.Token, c.Nodes = rep.Owner, rep.Token, rep.Nodes
+			if rep.ValidMs > 0 {
+				c.Valid = rep.ValidMs * int64(time.Millisecond)
+			}
 		}
 		return r.cfg.Recorder.Record(c, nil), nil
 	case history.Read:

@@ -66,6 +66,11 @@ func startRedisMasters(ctx context.Context, s clusters.Spec, count int) (cluster
 	c := &cluster{topology: s.Topology}
 	for i := 1; i <= count; i++ {
 		n := &redisNode{name: fmt.Sprintf("redis-%d", i), dir: filepath.Join(s.Dir, "servers", fmt.Sprintf("redis-%d", i)), tracker: s.Tracker}
+		if s.ClockShim {
+			if err := n.useClockShim(); err != nil {
+				return nil, err
+			}
+		}
 		if s.Net != nil {
 			h, err := s.Net.AddHost(n.name)
 			if err != nil {
@@ -134,11 +139,12 @@ func (c *cluster) Stop(ctx context.Context) error {
 
 // redisNode is one redis-server with no persistence.
 type redisNode struct {
-	name    string
-	dir     string
-	tracker *runstate.Tracker
-	host    *netns.Host // nil: loopback
-	env     []string    // extra environment (the clock shim)
+	name      string
+	dir       string
+	tracker   *runstate.Tracker
+	host      *netns.Host // nil: loopback
+	env       []string    // extra environment (the clock shim)
+	clockFile string      // the shim's offset file, "" without the shim
 
 	mu     sync.Mutex
 	addr   string
@@ -148,6 +154,36 @@ type redisNode struct {
 }
 
 func (n *redisNode) Name() string { return n.name }
+
+// useClockShim makes the node start under libfaketime with an offset file.
+func (n *redisNode) useClockShim() error {
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return err
+	}
+	n.clockFile = filepath.Join(n.dir, "clock-offset")
+	if err := os.WriteFile(n.clockFile, []byte("+0\n"), 0o644); err != nil {
+		return err
+	}
+	n.env = []string{
+		"LD_PRELOAD=" + clusters.MallocDebugLib + ":" + clusters.FaketimeLib,
+		"FAKETIME_TIMESTAMP_FILE=" + n.clockFile,
+		"FAKETIME_NO_CACHE=1",
+		"FAKETIME_DONT_FAKE_MONOTONIC=1",
+	}
+	return nil
+}
+
+// ShiftClock sets the server's wall clock to real time + offset.
+func (n *redisNode) ShiftClock(offset time.Duration) error {
+	if n.clockFile == "" {
+		return fmt.Errorf("%s runs without the clock shim", n.name)
+	}
+	tmp := n.clockFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%+.3f\n", offset.Seconds())), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.clockFile)
+}
 
 // Host returns the node's namespace, or nil on loopback.
 func (n *redisNode) Host() *netns.Host { return n.host }
@@ -227,7 +263,21 @@ func (n *redisNode) launch(ctx context.Context, port int) error {
 		return err
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	pid := cmd.Process.Pid
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		if n.clockFile != "" {
+			// libfaketime leaves its shared memory behind, even on a
+			// clean shutdown.
+			removeFaketimeShm(pid)
+		}
+		close(exited)
+	}()
+	if n.clockFile != "" {
+		n.tracker.AddPath(fmt.Sprintf("/dev/shm/faketime_shm_%d", pid))
+		n.tracker.AddPath(fmt.Sprintf("/dev/shm/sem.faketime_sem_%d", pid))
+	}
 	n.tracker.AddProc(cmd.Process.Pid, n.name)
 	n.mu.Lock()
 	n.addr, n.cmd, n.exited, n.logf = addr, cmd, exited, logf
@@ -364,6 +414,11 @@ func (n *redisNode) stop(ctx context.Context) error {
 	}
 	n.tracker.RemoveProc(cmd.Process.Pid)
 	return nil
+}
+
+func removeFaketimeShm(pid int) {
+	_ = os.Remove(fmt.Sprintf("/dev/shm/faketime_shm_%d", pid))
+	_ = os.Remove(fmt.Sprintf("/dev/shm/sem.faketime_sem_%d", pid))
 }
 
 func freePort() (int, error) {

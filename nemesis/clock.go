@@ -1,0 +1,180 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/protocol"
+	"github.com/locktest/locktest/workloads"
+)
+
+// ClockShimNeeder is a nemesis whose servers must run under the clock shim.
+type ClockShimNeeder interface{ NeedsClockShim() bool }
+
+// clock jumps server wall clocks forward right after a grant, aimed where it
+// hurts: it shifts just enough of the servers that granted the current lease
+// for another client to be able to win a majority without them (one server
+// for a single Redis; for Redlock, 1 when the lease has a bare majority, 3
+// when all 5 granted). The clocks jump back when the fault ends.
+type clock struct{}
+
+func (*clock) Name() string         { return "clock" }
+func (*clock) NeedsClockShim() bool { return true }
+
+func (*clock) Run(ctx context.Context, env *Env) error {
+	r := rng(env, "clock")
+	nodes := env.Cluster.Nodes()
+	byAddr := map[string]clusters.Node{}
+	for _, n := range nodes {
+		if _, ok := n.(clusters.ClockShifter); !ok {
+			return fmt.Errorf("%s cannot shift its clock", n.Name())
+		}
+		byAddr[n.Addr()] = n
+	}
+	quorum := len(nodes)/2 + 1
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	busy, closed := false, false
+	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
+	env.Workload.OnAcquire(func(p *workloads.Process) {
+		mu.Lock()
+		if closed || busy || time.Now().Before(next) {
+			mu.Unlock()
+			return
+		}
+		granted := nodes
+		if g := p.Grant().Nodes; len(g) > 0 {
+			granted = nil
+			for _, a := range g {
+				if n, ok := byAddr[a]; ok {
+					granted = append(granted, n)
+				}
+			}
+		}
+		k := quorum - (len(nodes) - len(granted))
+		if k < 1 {
+			k = 1
+		}
+		if k > len(granted) {
+			mu.Unlock()
+			return
+		}
+		order := r.Perm(len(granted))
+		var targets []clusters.Node
+		for _, i := range order[:k] {
+			targets = append(targets, granted[i])
+		}
+		jump := scaled(r, env.TTL, 1, 3).Round(time.Millisecond)
+		d := scaled(r, env.TTL, 1.5, 3)
+		cool := scaled(r, env.TTL, 1, 2)
+		busy = true
+		wg.Add(1)
+		mu.Unlock()
+
+		var names []string
+		var errs []error
+		for _, n := range targets {
+			names = append(names, n.Name())
+			errs = append(errs, n.(clusters.ClockShifter).ShiftClock(jump))
+		}
+		end := fault(env, "clock", strings.Join(names, ","), 0, fmt.Sprintf("wall clock +%s right after client %d's grant", jump, p.ID))
+		if err := errors.Join(errs...); err != nil {
+			end("failed: " + err.Error())
+		}
+		go func() {
+			defer wg.Done()
+			sleepCtx(ctx, d)
+			var errs []error
+			for _, n := range targets {
+				errs = append(errs, n.(clusters.ClockShifter).ShiftClock(0))
+			}
+			detail := "clocks back to real time"
+			if err := errors.Join(errs...); err != nil {
+				detail = "reset failed: " + err.Error()
+			}
+			end(detail)
+			mu.Lock()
+			busy = false
+			next = time.Now().Add(cool)
+			mu.Unlock()
+		}()
+	})
+	<-ctx.Done()
+	mu.Lock()
+	closed = true
+	mu.Unlock()
+	wg.Wait()
+	return nil
+}
+
+// clockClient turns the holder's own clock back right after it acquires, so
+// a client that checks its lease's validity believes it longer than the
+// servers keep it. The clock is set right again before the client's next
+// acquire (in the client's own loop, so no request races another).
+type clockClient struct{}
+
+func (*clockClient) Name() string { return "clock-client" }
+
+func (*clockClient) Run(ctx context.Context, env *Env) error {
+	r := rng(env, "clock-client")
+	var mu sync.Mutex
+	skewed := map[int]func(string){} // client -> records the fault's end
+	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
+	closed := false
+	env.Workload.OnAcquire(func(p *workloads.Process) {
+		mu.Lock()
+		if closed || len(skewed) > 0 || time.Now().Before(next) {
+			mu.Unlock()
+			return
+		}
+		back := scaled(r, env.TTL, 1, 3).Round(time.Millisecond)
+		next = time.Now().Add(scaled(r, env.TTL, 2, 4))
+		mu.Unlock()
+		rep, err := p.Do(protocol.OpClock, "", 5*time.Second, back.Milliseconds()*-1)
+		if err != nil || rep.Outcome != string(history.OK) {
+			return // a client may not support clock skew
+		}
+		end := fault(env, "clock-client", fmt.Sprintf("client %d", p.ID), p.ID, fmt.Sprintf("client clock -%s right after its grant", back))
+		mu.Lock()
+		skewed[p.ID] = end
+		mu.Unlock()
+	})
+	heal := func(p *workloads.Process) {
+		mu.Lock()
+		end, ok := skewed[p.ID]
+		delete(skewed, p.ID)
+		mu.Unlock()
+		if !ok {
+			return
+		}
+		_, err := p.Do(protocol.OpClock, "", 5*time.Second, 0)
+		detail := "client clock back to real time"
+		if err != nil {
+			detail = "reset failed: " + err.Error()
+		}
+		end(detail)
+	}
+	env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
+		if op == history.Acquire {
+			heal(p)
+		}
+	})
+	<-ctx.Done()
+	mu.Lock()
+	closed = true
+	left := skewed
+	skewed = map[int]func(string){}
+	mu.Unlock()
+	// A client still skewed when the run ends is set right by its exit;
+	// record the end of the fault.
+	for _, end := range left {
+		end("run ended")
+	}
+	return nil
+}
