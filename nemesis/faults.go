@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,8 +18,34 @@ type pause struct{}
 
 func (*pause) Name() string { return "pause" }
 
+// ParsePause reads the pause param, "LO..HI": pause lengths as multiples of
+// the TTL (default 1.5..3, longer than the lease; e.g. 0.1..0.3 for pauses a
+// lease renewal should survive).
+func ParsePause(s string) (lo, hi float64, err error) {
+	if strings.TrimSpace(s) == "" {
+		return 1.5, 3, nil
+	}
+	a, b, found := strings.Cut(s, "..")
+	if !found {
+		b = a
+	}
+	lo, err1 := strconv.ParseFloat(strings.TrimSpace(a), 64)
+	hi, err2 := strconv.ParseFloat(strings.TrimSpace(b), 64)
+	switch {
+	case err1 != nil || err2 != nil:
+		return 0, 0, fmt.Errorf("%q: want LO..HI, multiples of the TTL (e.g. 0.1..0.3)", s)
+	case lo <= 0 || hi < lo || hi > 20:
+		return 0, 0, fmt.Errorf("%q: want 0 < LO <= HI <= 20", s)
+	}
+	return lo, hi, nil
+}
+
 func (*pause) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "pause")
+	lo, hi, err := ParsePause(env.Params["pause"])
+	if err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	busy, closed := false, false
@@ -28,7 +56,7 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 			mu.Unlock()
 			return
 		}
-		d := scaled(r, env.TTL, 1.5, 3)
+		d := scaled(r, env.TTL, lo, hi)
 		cool := scaled(r, env.TTL, 0.5, 1.5)
 		busy = true
 		// Added under the lock that Run takes before it waits: a pause

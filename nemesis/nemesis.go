@@ -54,7 +54,7 @@ type Info struct {
 // All is the registry of nemeses, in the order `locktest list` shows them.
 var All = []Info{
 	{"none", "no fault: the baseline every scheme must pass", nil},
-	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL, then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }},
+	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }},
 	{"pause-server", "SIGSTOP a server for 0.5-2x the TTL, then SIGCONT", func() Nemesis { return &pauseServer{} }},
 	{"kill", "kill -9 a server and restart it empty after 0.3-1 s (the lock state is lost)", func() Nemesis { return &killServer{} }},
 	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }},

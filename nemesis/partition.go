@@ -153,7 +153,8 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	if slices.Contains(shapes, "lost-reply") {
 		nextReply := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
 		env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
-			if op != history.Acquire || p.Host == nil {
+			// Aim at an acquire that can succeed: nobody holds the lock.
+			if op != history.Acquire || p.Host == nil || env.Workload.Holders() > 0 {
 				return
 			}
 			mu.Lock()
@@ -175,6 +176,17 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 				}
 				return nil
 			}()
+			if err == nil && env.Workload.Holders() > 0 {
+				// Somebody took the lock while the rules went in: this
+				// acquire cannot succeed. Stand down and try another.
+				_ = env.Net.Heal(context.Background())
+				mu.Lock()
+				active = false
+				nextReply = time.Now()
+				mu.Unlock()
+				wg.Done()
+				return
+			}
 			end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(servers), p.ID), p.ID, fmt.Sprintf("lost-reply for %s", d.Round(time.Millisecond)))
 			if err != nil {
 				end("failed: " + err.Error())

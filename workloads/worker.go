@@ -35,6 +35,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	if err := enc.Send(ready); err != nil {
 		return err
 	}
+	// leases holds the client's leases, innermost last: more than one only
+	// while a reentrant lock is held nested. lease is the innermost.
+	var leases []locks.Lease
 	var lease locks.Lease
 	for {
 		var req protocol.Request
@@ -50,6 +53,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			l, err := lock.Acquire(ctx)
 			fill(&rep, err)
 			if err == nil {
+				leases = append(leases, l)
 				lease = l
 				rep.Owner, rep.Token, rep.Nodes = l.Owner, l.Token, l.Nodes
 				if scheme.ChecksValidity && !l.ValidUntil.IsZero() {
@@ -57,16 +61,29 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 				}
 			}
 		case protocol.OpRelease:
-			l := lease
-			if req.Owner != "" && req.Owner != l.Owner {
+			// The innermost lease with the owner asked for (any owner
+			// when none is named).
+			i := len(leases) - 1
+			for req.Owner != "" && i >= 0 && leases[i].Owner != req.Owner {
+				i--
+			}
+			if req.Owner != "" && i < 0 {
 				rep.Outcome, rep.Reason = string(history.Fail), history.ReasonError
 				rep.Error = fmt.Sprintf("no lease %q in this client", req.Owner)
 				break
+			}
+			var l locks.Lease
+			if i >= 0 {
+				l = leases[i]
+				leases = append(leases[:i], leases[i+1:]...)
 			}
 			res, err := lock.Release(ctx, l)
 			fill(&rep, err)
 			rep.Removed = res.Removed
 			lease = locks.Lease{}
+			if len(leases) > 0 {
+				lease = leases[len(leases)-1]
+			}
 		case protocol.OpRead, protocol.OpWrite:
 			// Most reference schemes keep using the resource whatever
 			// their lease says, as most user code does; those that check

@@ -45,6 +45,9 @@ type Config struct {
 	Recorder    *history.Recorder
 	Resource    *Resource
 	ResourceKey string
+	// Reentrant: every cycle takes the lock twice, nested, and releases it
+	// twice (for schemes with locks.Scheme.Reentrant).
+	Reentrant bool
 	// ClientHost, when not nil, gives each new client process its own
 	// network namespace (for partitions).
 	ClientHost func(id int) (*netns.Host, error)
@@ -67,12 +70,13 @@ type Runner struct {
 	invHooks   []InvokeHook
 	nextClient int
 	procs      map[int]*Process
+	holding    map[int]bool // clients between a successful acquire and their release
 	nextOp     int64
 }
 
 // NewRunner prepares a workload; Run starts it.
 func NewRunner(cfg Config) *Runner {
-	return &Runner{cfg: cfg, procs: map[int]*Process{}}
+	return &Runner{cfg: cfg, procs: map[int]*Process{}, holding: map[int]bool{}}
 }
 
 // OnAcquire registers a hook run after every successful acquire.
@@ -87,6 +91,23 @@ func (r *Runner) OnInvoke(h InvokeHook) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.invHooks = append(r.invHooks, h)
+}
+
+// Holders returns how many clients believe they hold the lock now.
+func (r *Runner) Holders() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.holding)
+}
+
+func (r *Runner) setHolding(id int, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if on {
+		r.holding[id] = true
+	} else {
+		delete(r.holding, id)
+	}
 }
 
 // Processes returns the live client processes.
@@ -232,6 +253,15 @@ func (r *Runner) cycle(ctx context.Context, p *Process, rnd *rand.Rand) error {
 	p.mu.Lock()
 	p.grant = acq
 	p.mu.Unlock()
+	r.setHolding(p.ID, true)
+	defer r.setHolding(p.ID, false)
+	var inner history.Event
+	if r.cfg.Reentrant {
+		var ok bool
+		if inner, ok, err = r.reenter(ctx, p, acq); err != nil || !ok {
+			return err
+		}
+	}
 	r.mu.Lock()
 	hooks := append([]Hook(nil), r.hooks...)
 	r.mu.Unlock()
@@ -248,8 +278,26 @@ func (r *Runner) cycle(ctx context.Context, p *Process, rnd *rand.Rand) error {
 			return err
 		}
 	}
+	if r.cfg.Reentrant {
+		if _, err := r.op(ctx, p, history.Event{Op: history.Release, Owner: inner.Owner}); err != nil {
+			return err
+		}
+	}
 	_, err = r.op(ctx, p, history.Event{Op: history.Release, Owner: acq.Owner})
 	return err
+}
+
+// reenter takes the lock a second time, nested in the hold that acq began:
+// each acquire and release of a reentrant lock is its own operation. When
+// the nested acquire does not succeed, the outer hold is released at once
+// and ok is false.
+func (r *Runner) reenter(ctx context.Context, p *Process, acq history.Event) (history.Event, bool, error) {
+	inner, err := r.op(ctx, p, history.Event{Op: history.Acquire})
+	if err != nil || inner.Type == history.OK {
+		return inner, err == nil, err
+	}
+	_, err = r.op(ctx, p, history.Event{Op: history.Release, Owner: acq.Owner})
+	return inner, false, err
 }
 
 // op records the invocation of inv, asks the client, and records the

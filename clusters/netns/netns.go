@@ -92,7 +92,12 @@ func New(id string) (*Net, error) {
 }
 
 // Names lists the namespaces of run id that exist now (for cleanup).
-func Names(id string) []string {
+func Names(id string) []string { return list(id + "-") }
+
+// All lists every namespace whose name starts with Prefix.
+func All() []string { return list(Prefix) }
+
+func list(prefix string) []string {
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
 		return nil
@@ -100,7 +105,7 @@ func Names(id string) []string {
 	var names []string
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) > 0 && strings.HasPrefix(f[0], id+"-") {
+		if len(f) > 0 && strings.HasPrefix(f[0], prefix) {
 			names = append(names, f[0])
 		}
 	}
