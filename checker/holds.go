@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/locktest/locktest/history"
@@ -13,55 +14,151 @@ import (
 // history. Indeterminate acquires never start a hold: the client does not
 // believe it holds the lock.
 //
+// With a reentrant lock (RunInfo.Reentrant) a client may acquire again while
+// it holds the lock and must release as many times: the hold then ends at
+// the release that brings its depth back to zero. Otherwise a successful
+// acquire while holding (a reentrant call on a lock that is not) changes
+// nothing and the first release ends the hold.
+//
+// A client that is restarted (a new client-start event for the same client
+// number) is a new process: a hold of the old process ends when that process
+// ended, and the new process's acquires and releases do not continue it.
+//
 // The controller records both ends, so a hold lies inside the window in
 // which the server really kept the client's key: overlapping holds of two
 // clients are two clients that surely held the lock at once.
 func Holds(h *history.History) []Hold {
-	var out []Hold
-	open := map[int]*Hold{}
-	for i := range h.Ops {
-		o := &h.Ops[i]
-		switch o.Op {
+	return newFacts(h).holds
+}
+
+// holdsOf computes the holds from the positions of the acquires and
+// releases in h.Ops, of which n are successful acquires.
+func holdsOf(h *history.History, lock []int, n int) []Hold {
+	lives := clientLives(h)
+	out := make([]Hold, 0, n)
+	type open struct {
+		Hold
+		lifeEnd int64 // end of the process that holds it, Never if unknown
+		depth   int   // successful acquires not yet released (reentrant)
+		ok      bool
+	}
+	var dense []open // by client number, for the usual small numbers
+	sparse := map[int]*open{}
+	slot := func(c int) *open {
+		if c >= 0 && c < 1<<16 {
+			for c >= len(dense) {
+				dense = append(dense, open{})
+			}
+			return &dense[c]
+		}
+		o, ok := sparse[c]
+		if !ok {
+			o = &open{}
+			sparse[c] = o
+		}
+		return o
+	}
+	closeAt := func(o *open, end int64, reason string) {
+		o.End, o.EndReason = end, reason
+		out = append(out, o.Hold)
+		o.ok = false
+	}
+	for _, i := range lock {
+		op := &h.Ops[i]
+		o := slot(op.Client)
+		if o.ok && o.lifeEnd < op.Call {
+			// The process that held it ended; this is a new one.
+			closeAt(o, o.lifeEnd, "client-exit")
+		}
+		switch op.Op {
 		case history.Acquire:
-			if o.Type != history.OK {
+			if op.Type != history.OK {
 				continue
 			}
-			if _, held := open[o.Client]; held {
-				// Reentrant acquire: the outer hold goes on.
+			if o.ok {
+				// Reentrant: the outer hold goes on.
+				o.depth++
 				continue
 			}
-			open[o.Client] = &Hold{
-				Client: o.Client, Owner: o.Owner, Token: o.Token,
-				Start: o.Return, End: history.Never,
-				AcquireOp: o.OpID, AcquireCall: o.Call,
+			*o = open{
+				Hold: Hold{
+					Client: op.Client, Owner: op.Owner, Token: op.Token,
+					Start: op.Return, End: history.Never,
+					AcquireOp: op.OpID, AcquireCall: op.Call,
+					AcquireIndex: i, ReleaseIndex: -1,
+				},
+				lifeEnd: lifeEnd(lives[op.Client], op.Return),
+				depth:   1,
+				ok:      true,
 			}
 		case history.Release:
-			hd, held := open[o.Client]
-			if !held {
+			if !o.ok {
 				continue
 			}
-			hd.End = o.Call
-			hd.ReleaseOp = o.OpID
-			hd.EndReason = "release"
-			out = append(out, *hd)
-			delete(open, o.Client)
+			if o.depth--; h.Info.Reentrant && o.depth > 0 {
+				continue // an inner release
+			}
+			o.ReleaseOp = op.OpID
+			o.ReleaseIndex = i
+			closeAt(o, op.Call, "release")
 		}
 	}
-	for c, hd := range open {
-		if end := h.ClientEnd(c); end != history.Never && end >= hd.Start {
-			hd.End = end
-			hd.EndReason = "client-exit"
+	finish := func(o *open) {
+		if !o.ok {
+			return
+		}
+		if o.lifeEnd != history.Never {
+			closeAt(o, o.lifeEnd, "client-exit")
 		} else {
-			hd.End = h.End
-			hd.EndReason = "end-of-history"
+			closeAt(o, h.End, "end-of-history")
 		}
-		out = append(out, *hd)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Start != out[j].Start {
-			return out[i].Start < out[j].Start
+	for i := range dense {
+		finish(&dense[i])
+	}
+	for _, o := range sparse {
+		finish(o)
+	}
+	// Holds close in order of their ends: nearly sorted by start already.
+	slices.SortFunc(out, func(a, b Hold) int {
+		if a.Start != b.Start {
+			return cmpInt64(a.Start, b.Start)
 		}
-		return out[i].Client < out[j].Client
+		return a.Client - b.Client
 	})
 	return out
+}
+
+// clientLives groups the client processes by client number, in order of
+// start.
+func clientLives(h *history.History) map[int][]history.Client {
+	if len(h.Clients) == 0 {
+		return nil
+	}
+	m := make(map[int][]history.Client)
+	for _, c := range h.Clients {
+		m[c.ID] = append(m[c.ID], c)
+	}
+	for _, l := range m {
+		sort.SliceStable(l, func(i, j int) bool { return l[i].Start < l[j].Start })
+	}
+	return m
+}
+
+// lifeEnd returns when the process that was client's at time t ended, or
+// Never when it outlived the history or the history does not say.
+func lifeEnd(lives []history.Client, t int64) int64 {
+	end := history.Never
+	for _, l := range lives {
+		if l.Start > t {
+			break
+		}
+		end = l.End
+	}
+	if end < t {
+		// t lies after the end of the last process that started before
+		// it: the history is inconsistent; do not cut the hold short.
+		return history.Never
+	}
+	return end
 }

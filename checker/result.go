@@ -116,4 +116,8 @@ type Hold struct {
 	// lease at some time in [AcquireCall, Start].
 	AcquireCall int64  `json:"acquire_call"`
 	EndReason   string `json:"end_reason"` // "release", "client-exit", "end-of-history"
+	// AcquireIndex and ReleaseIndex are the positions of the acquire and
+	// the release in History.Ops (ReleaseIndex -1 when it never released).
+	AcquireIndex int `json:"-"`
+	ReleaseIndex int `json:"-"`
 }

@@ -31,8 +31,12 @@ type Config struct {
 	Resource      bool          // holders read the resource and write it plus one
 	Tokens        bool          // writes carry the holder's fencing token
 	Fence         bool          // the resource rejects stale tokens (implies Tokens and Resource)
-	RoundTrip     time.Duration // mean round trip to the lock server (default 600µs)
-	Hold          time.Duration // mean time from acquire ok to release (default 1ms)
+	// Reentrant: every hold takes the lock a second time, nested, with the
+	// same owner, and releases it twice (as Redisson's RLock); the server
+	// counts, and the inner release removes nothing (Removed "").
+	Reentrant bool
+	RoundTrip time.Duration // mean round trip to the lock server (default 600µs)
+	Hold      time.Duration // mean time from acquire ok to release (default 1ms)
 
 	// Violations to inject. Each is made at the first chances that arise
 	// (at random, half of them are let pass), so a short history may get
@@ -102,6 +106,8 @@ type client struct {
 
 	// what the client believes
 	holding    bool
+	nested     bool // the nested acquire of a reentrant hold was tried
+	depth      int
 	holdOwner  string
 	holdToken  int64
 	holdUntil  int64
@@ -119,6 +125,7 @@ type key struct {
 	owner   string
 	client  int
 	expires int64
+	count   int
 }
 
 type gen struct {
@@ -185,6 +192,7 @@ func Generate(cfg Config) Output {
 		Lease:         cfg.Lease,
 		Fence:         cfg.Fence,
 		Fencing:       cfg.Tokens,
+		Reentrant:     cfg.Reentrant,
 		Cluster:       "simulated",
 		Version:       "histgen",
 	}
@@ -248,10 +256,15 @@ func (g *gen) invoke(c *client) {
 		g.opID--
 		c.next = c.minRelease
 		return
+	case c.holding && g.cfg.Reentrant && !c.nested:
+		c.op, c.owner, c.nested = history.Acquire, c.holdOwner, true
 	case c.holding && g.cfg.Resource && !c.read:
 		c.op = history.Read
 	case c.holding && g.cfg.Resource && !c.wrote:
 		c.op = history.Write
+	case c.holding && c.depth > 1:
+		c.op, c.owner = history.Release, c.holdOwner // the inner release
+		c.depth--
 	case c.holding:
 		c.op, c.owner = history.Release, c.holdOwner
 		c.holding = false
@@ -286,7 +299,8 @@ func (g *gen) invoke(c *client) {
 		return
 	}
 	rtt := g.jitter(g.rtt)
-	c.lost = !c.stray && g.rng.Float64() < g.cfg.Indeterminate
+	nestedAcquire := c.op == history.Acquire && c.holding
+	c.lost = !c.stray && !nestedAcquire && g.rng.Float64() < g.cfg.Indeterminate
 	c.applied = !c.lost || g.rng.IntN(2) == 0
 	if c.lost {
 		c.done = now + 10*g.rtt + g.rng.Int64N(g.rtt)
@@ -312,7 +326,11 @@ func (g *gen) apply(c *client) {
 		switch {
 		case g.key == nil:
 			g.grant(c, now)
-		case g.injDouble > 0 && !c.lost && g.key.client != c.id && g.holds(g.key) && g.rng.IntN(2) == 0:
+		case g.cfg.Reentrant && g.key.owner == c.owner:
+			g.key.count++
+			g.key.expires = now + g.ttl
+			c.result, c.token = history.OK, g.token
+		case g.injDouble > 0 && !c.lost && !c.holding && g.key.client != c.id && g.holds(g.key) && g.rng.IntN(2) == 0:
 			// Injected: grant a lock another client holds, and make that
 			// client keep believing it holds it until after this returns.
 			holder := g.cs[g.key.client-1]
@@ -325,6 +343,10 @@ func (g *gen) apply(c *client) {
 		}
 	case history.Release:
 		switch {
+		case g.key != nil && g.key.owner == c.owner && g.key.count > 1:
+			g.key.count-- // an inner release: nothing removed
+			g.key.expires = now + g.ttl
+			c.result, c.removed = history.OK, ""
 		case g.key != nil && g.key.owner == c.owner:
 			c.result, c.removed = history.OK, c.owner
 			g.key = nil
@@ -349,7 +371,7 @@ func (g *gen) holds(k *key) bool {
 
 func (g *gen) grant(c *client, now int64) {
 	g.token++
-	g.key = &key{owner: c.owner, client: c.id, expires: now + g.ttl}
+	g.key = &key{owner: c.owner, client: c.id, expires: now + g.ttl, count: 1}
 	c.result, c.token = history.OK, g.token
 }
 
@@ -392,12 +414,24 @@ func (g *gen) complete(c *client) {
 			e.Type, e.Reason, e.Removed, e.Error = history.Info, "", "", "timeout"
 		}
 		switch {
+		case c.op == history.Acquire && c.holding:
+			// The nested acquire of a reentrant hold.
+			if e.Type == history.OK {
+				e.Owner = c.owner
+				if g.cfg.Tokens {
+					e.Token = history.Int64(c.token)
+				}
+				c.depth = 2
+			} else {
+				c.read, c.wrote = true, true // give up the hold at once
+			}
 		case c.op == history.Acquire && e.Type == history.OK:
 			e.Owner = c.owner
 			if g.cfg.Tokens {
 				e.Token = history.Int64(c.token)
 			}
 			c.holding, c.holdOwner, c.holdToken = true, c.owner, c.token
+			c.nested, c.depth = false, 1
 			c.minRelease = 0
 			c.read, c.wrote = false, false
 			c.holdUntil = now + g.jitter(int64(g.cfg.Hold))

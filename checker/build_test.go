@@ -1,0 +1,140 @@
+package checker
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+)
+
+// hb builds small histories for tests. Times are in milliseconds.
+type hb struct {
+	info   history.RunInfo
+	evs    []history.Event
+	op     int64
+	fault  int64
+	noEnd  bool
+	endsAt float64
+}
+
+func newHB() *hb {
+	return &hb{info: history.RunInfo{FormatVersion: history.FormatVersion, Lock: "test", Nemeses: []string{"none"}, Clients: 3}}
+}
+
+func ms(t float64) int64 { return int64(t * 1e6) }
+
+func (b *hb) add(t float64, e history.Event) {
+	e.Time = ms(t)
+	b.evs = append(b.evs, e)
+	b.endsAt = max(b.endsAt, t)
+}
+
+// o adds an operation. ret < 0 means it never completes; typ Info with
+// ret >= 0 records an indeterminate completion. edit may set fields of the
+// invoke and the completion.
+func (b *hb) o(c int, op history.Op, call, ret float64, typ history.Type, edit func(inv, done *history.Event)) int64 {
+	b.op++
+	inv := history.Event{Type: history.Invoke, Client: c, Op: op, OpID: b.op}
+	done := history.Event{Type: typ, Client: c, Op: op, OpID: b.op}
+	if edit != nil {
+		edit(&inv, &done)
+	}
+	b.add(call, inv)
+	if ret >= 0 {
+		b.add(ret, done)
+	}
+	return b.op
+}
+
+func (b *hb) acq(c int, call, ret float64, owner string) int64 {
+	return b.o(c, history.Acquire, call, ret, history.OK, func(_, d *history.Event) { d.Owner = owner })
+}
+
+func (b *hb) acqFail(c int, call, ret float64, reason string) int64 {
+	return b.o(c, history.Acquire, call, ret, history.Fail, func(_, d *history.Event) { d.Reason = reason })
+}
+
+func (b *hb) acqInfo(c int, call, ret float64) int64 {
+	return b.o(c, history.Acquire, call, ret, history.Info, func(_, d *history.Event) { d.Error = "timeout" })
+}
+
+// rel adds a release; typ OK sets Removed to removed, typ Fail sets reason
+// not-owner.
+func (b *hb) rel(c int, call, ret float64, owner string, typ history.Type, removed string) int64 {
+	return b.o(c, history.Release, call, ret, typ, func(i, d *history.Event) {
+		i.Owner = owner
+		d.Removed = removed
+		if typ == history.Fail {
+			d.Reason = history.ReasonNotOwner
+		}
+	})
+}
+
+// write adds a write; tok < 0 means no token.
+func (b *hb) write(c int, call, ret float64, typ history.Type, value, prev, tok int64) int64 {
+	return b.o(c, history.Write, call, ret, typ, func(i, d *history.Event) {
+		if tok >= 0 {
+			i.Token = history.Int64(tok)
+		}
+		if typ == history.OK {
+			d.Value, d.Prev = history.Int64(value), history.Int64(prev)
+		} else {
+			d.Reason = history.ReasonStaleToken
+		}
+	})
+}
+
+func (b *hb) faultAt(name, target string, start, end float64) {
+	b.fault++
+	b.add(start, history.Event{Type: history.FaultStart, Fault: name, FaultID: b.fault, Target: target})
+	if end >= 0 {
+		b.add(end, history.Event{Type: history.FaultEnd, Fault: name, FaultID: b.fault, Target: target})
+	}
+}
+
+func (b *hb) clientLife(c int, start, end float64) {
+	b.add(start, history.Event{Type: history.ClientStart, Client: c, PID: 100 + c})
+	if end >= 0 {
+		b.add(end, history.Event{Type: history.ClientExit, Client: c, Detail: "killed"})
+	}
+}
+
+// cycles adds n sequential acquire/release cycles of clients 1 and 2 from
+// time t, 10 ms apart, and returns the time after them.
+func (b *hb) cycles(n int, t float64) float64 {
+	for i := range n {
+		c := 1 + i%2
+		owner := "bg" + string(rune('a'+i%26))
+		b.acq(c, t, t+1, owner)
+		b.rel(c, t+5, t+6, owner, history.OK, owner)
+		t += 10
+	}
+	return t
+}
+
+func (b *hb) build(t *testing.T) *history.History {
+	t.Helper()
+	evs := []history.Event{{Type: history.Run, Info: &b.info}}
+	body := slices.Clone(b.evs)
+	slices.SortStableFunc(body, func(x, y history.Event) int { return cmpInt64(x.Time, y.Time) })
+	evs = append(evs, body...)
+	if !b.noEnd {
+		evs = append(evs, history.Event{Type: history.RunEnd, Time: ms(b.endsAt + 1)})
+	}
+	for i := range evs {
+		evs[i].Seq = int64(i)
+	}
+	h, err := history.FromEvents(evs)
+	require.NoError(t, err)
+	return h
+}
+
+func kinds(as []Anomaly) map[string]int {
+	m := map[string]int{}
+	for _, a := range as {
+		m[a.Kind]++
+	}
+	return m
+}

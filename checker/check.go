@@ -1,0 +1,359 @@
+package checker
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// Anomaly severities.
+const (
+	SeverityViolation = "violation"
+	SeverityContained = "contained"
+	SeverityInfo      = "info"
+)
+
+// lockLevel reports whether kind is a violation of the lock itself, whose
+// damage fencing tokens can contain.
+func lockLevel(kind string) bool {
+	switch kind {
+	case KindDoubleHolder, KindForeignRelease, KindReleaseOKOnExpired, KindNonLinearizable:
+		return true
+	}
+	return false
+}
+
+// dataLevel reports whether kind is damage to the guarded resource.
+func dataLevel(kind string) bool {
+	return kind == KindLostUpdate || kind == KindStaleWriteAccepted
+}
+
+// Check decides, property by property, whether the lock kept its promises in
+// history h, and gives the verdict:
+//
+//   - Unsafe when any anomaly is a violation. Lock-level anomalies
+//     (double holder, foreign release, release ok on an expired lease,
+//     non-linearizable) are violations, except in fenced runs without damage
+//     to the resource (no lost update, no stale write accepted), where they
+//     are "contained". Lost updates, accepted stale writes and deadlocks are
+//     always violations; rejected stale writes are info.
+//   - Inconclusive when nothing was violated but the run cannot vouch for the
+//     lock: a property is unknown (e.g. the search timed out), too few
+//     successful acquires or clients acquired, a nemesis never injected a
+//     fault, or no client-targeted fault of a nemesis hit its client while it
+//     held the lock.
+//   - Safe otherwise.
+//
+// Check works from the history alone and never reports an unknown property
+// as a pass.
+func Check(h *history.History, opts Options) Result {
+	opts = opts.withDefaults()
+	r := Result{
+		Lock:           h.Info.Lock,
+		Nemeses:        append([]string{}, h.Info.Nemeses...),
+		Seed:           h.Info.Seed,
+		Fence:          h.Info.Fence,
+		Truncated:      h.Truncated,
+		Anomalies:      []Anomaly{},
+		FirstViolation: -1,
+	}
+	f := newFacts(h)
+	r.Counts = f.counts
+	r.Counts.FaultsOnHolder = faultsOnHolders(h, f.holds)
+
+	run := func(check func() (Property, []Anomaly)) {
+		t0 := time.Now()
+		p, as := check()
+		p.Millis = float64(time.Since(t0).Nanoseconds()) / 1e6
+		r.Properties = append(r.Properties, p)
+		r.Anomalies = append(r.Anomalies, as...)
+	}
+	run(func() (Property, []Anomaly) { return checkDoubleHolder(f) })
+	run(func() (Property, []Anomaly) { return checkForeignRelease(f) })
+	run(func() (Property, []Anomaly) { return checkReleaseOKOnExpired(f, int64(opts.Slack)) })
+	run(func() (Property, []Anomaly) {
+		p, as, final := checkLostUpdate(f)
+		r.Counts.ResourceFinal = final
+		return p, as
+	})
+	run(func() (Property, []Anomaly) { return checkFencing(f) })
+	run(func() (Property, []Anomaly) { return checkDeadlock(f) })
+	run(func() (Property, []Anomaly) { return checkLinearizable(f, opts) })
+
+	setSeverities(&r)
+	sortAnomalies(r.Anomalies)
+	for _, a := range r.Anomalies {
+		if a.Severity == SeverityViolation {
+			r.FirstViolation = a.Start
+			break
+		}
+	}
+	r.Verdict, r.Why = verdict(h, &r, f.holds, opts)
+	if h.Truncated {
+		r.Why += " (history truncated)"
+	}
+	return r
+}
+
+// setSeverities grades the anomalies and notes contained ones on their
+// properties.
+func setSeverities(r *Result) {
+	damaged := false
+	for _, a := range r.Anomalies {
+		if dataLevel(a.Kind) {
+			damaged = true
+		}
+	}
+	contained := map[string]int{} // property name -> contained anomalies
+	for i := range r.Anomalies {
+		a := &r.Anomalies[i]
+		switch {
+		case a.Kind == KindStaleWriteRejected:
+			a.Severity = SeverityInfo
+		case lockLevel(a.Kind) && r.Fence && !damaged:
+			a.Severity = SeverityContained
+			contained[propertyOf(a.Kind)]++
+		default:
+			a.Severity = SeverityViolation
+		}
+	}
+	for i := range r.Properties {
+		p := &r.Properties[i]
+		if n := contained[p.Name]; n > 0 {
+			note := "contained by fencing"
+			if p.Detail != "" {
+				note = p.Detail + "; " + note
+			}
+			p.Detail = note
+		}
+	}
+}
+
+func propertyOf(kind string) string {
+	switch kind {
+	case KindNonLinearizable:
+		return "linearizable"
+	case KindStaleWriteAccepted, KindStaleWriteRejected:
+		return "fencing"
+	}
+	return kind
+}
+
+// sortAnomalies orders anomalies by start, then end, then kind.
+func sortAnomalies(as []Anomaly) {
+	sort.SliceStable(as, func(i, j int) bool {
+		a, b := &as[i], &as[j]
+		if a.Start != b.Start {
+			return a.Start < b.Start
+		}
+		if a.End != b.End {
+			return a.End < b.End
+		}
+		return a.Kind < b.Kind
+	})
+}
+
+// kindNames are the kinds in the order Why lists them, with their names.
+var kindNames = []struct{ kind, one, many string }{
+	{KindDoubleHolder, "double holder", "double holders"},
+	{KindForeignRelease, "foreign release", "foreign releases"},
+	{KindReleaseOKOnExpired, "release ok on an expired lease", "releases ok on expired leases"},
+	{KindLostUpdate, "lost update", "lost updates"},
+	{KindStaleWriteAccepted, "stale write accepted", "stale writes accepted"},
+	{KindNonLinearizable, "non-linearizable history", "non-linearizable histories"},
+}
+
+// summarize lists the anomalies of the given severity by kind:
+// "2 double holders, 1 lost update".
+func summarize(as []Anomaly, severity string) string {
+	n := map[string]int{}
+	for _, a := range as {
+		if a.Severity == severity {
+			n[a.Kind]++
+		}
+	}
+	var parts []string
+	for _, k := range kindNames {
+		if c := n[k.kind]; c > 0 {
+			parts = append(parts, plural(c, k.one, k.many))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func verdict(h *history.History, r *Result, holds []Hold, opts Options) (Verdict, string) {
+	// Unsafe: any violation.
+	safety := summarize(r.Anomalies, SeverityViolation)
+	var deadlocks []int64
+	for _, a := range r.Anomalies {
+		if a.Kind == KindDeadlock && a.Severity == SeverityViolation {
+			deadlocks = append(deadlocks, a.End-a.Start)
+		}
+	}
+	if safety != "" || len(deadlocks) > 0 {
+		var parts []string
+		if safety != "" {
+			parts = append(parts, safety)
+		}
+		switch len(deadlocks) {
+		case 0:
+		case 1:
+			parts = append(parts, "liveness: deadlock of "+span(deadlocks[0]))
+		default:
+			parts = append(parts, fmt.Sprintf("liveness: %d deadlocks, the longest %s", len(deadlocks), span(slices.Max(deadlocks))))
+		}
+		return Unsafe, strings.Join(parts, "; ")
+	}
+
+	// Inconclusive: the run cannot vouch for the lock.
+	var why []string
+	for _, p := range r.Properties {
+		if p.Status == Unknown {
+			why = append(why, fmt.Sprintf("%s unknown: %s", p.Name, p.Detail))
+		}
+	}
+	c := &r.Counts
+	if c.AcquiresOK < opts.MinAcquires {
+		why = append(why, fmt.Sprintf("only %s (at least %d needed)", plural(c.AcquiresOK, "successful acquire", "successful acquires"), opts.MinAcquires))
+	}
+	if c.ClientsAcquired < 2 {
+		if c.ClientsAcquired == 0 {
+			why = append(why, "no client acquired the lock (at least 2 needed)")
+		} else {
+			why = append(why, "only 1 client acquired the lock (at least 2 needed)")
+		}
+	}
+	why = append(why, nemesisGaps(h, holds)...)
+	if len(why) > 0 {
+		return Inconclusive, strings.Join(why, "; ")
+	}
+
+	// Safe.
+	faults := "no faults"
+	switch {
+	case c.FaultsOnHolder > 0:
+		faults = plural(c.FaultsOnHolder, "fault on a holder", "faults on holders")
+	case c.Faults > 0:
+		faults = plural(c.Faults, "fault", "faults")
+	}
+	head := fmt.Sprintf("%s by %d clients, %s", plural(c.AcquiresOK, "acquire", "acquires"), c.ClientsAcquired, faults)
+	rejected := 0
+	for _, a := range r.Anomalies {
+		if a.Kind == KindStaleWriteRejected {
+			rejected++
+		}
+	}
+	if contained := summarize(r.Anomalies, SeverityContained); contained != "" {
+		return Safe, fmt.Sprintf("%s: %s contained by fencing (%s rejected)", head, contained, plural(rejected, "stale write", "stale writes"))
+	}
+	if rejected > 0 {
+		return Safe, fmt.Sprintf("%s: no anomaly (%s rejected by fencing)", head, plural(rejected, "stale write", "stale writes"))
+	}
+	return Safe, head + ": no anomaly"
+}
+
+// nemesisGaps says which configured nemeses did not exercise the lock: those
+// that never injected a fault, and those whose faults all target clients
+// ("pause", "crash-client") but never started while their client held the
+// lock.
+func nemesisGaps(h *history.History, holds []Hold) []string {
+	type tally struct{ faults, clientFaults, onHolder int }
+	by := map[string]*tally{}
+	var byClient map[int][]Hold
+	if len(h.Faults) > 0 {
+		byClient = holdsByClient(holds)
+	}
+	for _, f := range h.Faults {
+		t := by[f.Name]
+		if t == nil {
+			t = &tally{}
+			by[f.Name] = t
+		}
+		t.faults++
+		if c, ok := clientTarget(f.Target); ok {
+			t.clientFaults++
+			if heldAt(byClient[c], f.Start) {
+				t.onHolder++
+			}
+		}
+	}
+	var why []string
+	seen := map[string]bool{}
+	for _, n := range h.Info.Nemeses {
+		if n == "" || n == "none" || seen[n] {
+			continue
+		}
+		seen[n] = true
+		t := by[n]
+		switch {
+		case t == nil:
+			why = append(why, fmt.Sprintf("nemesis %s never injected a fault", n))
+		case t.clientFaults == t.faults && t.onHolder == 0:
+			why = append(why, fmt.Sprintf("no %s fault started while its client held the lock", n))
+		}
+	}
+	return why
+}
+
+// holdsByClient groups holds (sorted by start) by client.
+func holdsByClient(holds []Hold) map[int][]Hold {
+	m := map[int][]Hold{}
+	for _, hd := range holds {
+		m[hd.Client] = append(m[hd.Client], hd)
+	}
+	return m
+}
+
+// heldAt reports whether one of holds (one client's, sorted by start, not
+// overlapping) covers t.
+func heldAt(holds []Hold, t int64) bool {
+	i := sort.Search(len(holds), func(i int) bool { return holds[i].Start > t })
+	return i > 0 && t < holds[i-1].End
+}
+
+// faultsOnHolders counts the faults aimed at a client ("client N") that
+// started while that client held the lock.
+func faultsOnHolders(h *history.History, holds []Hold) int {
+	if len(h.Faults) == 0 {
+		return 0
+	}
+	n := 0
+	byClient := holdsByClient(holds)
+	for _, f := range h.Faults {
+		if c, ok := clientTarget(f.Target); ok && heldAt(byClient[c], f.Start) {
+			n++
+		}
+	}
+	return n
+}
+
+// clientSet is a set of client numbers, dense for the usual small ones.
+type clientSet struct {
+	dense  []bool
+	sparse map[int]bool
+	n      int
+}
+
+func (s *clientSet) add(c int) {
+	if c >= 0 && c < 1<<16 {
+		if c >= len(s.dense) {
+			s.dense = append(s.dense, make([]bool, c+1-len(s.dense))...)
+		}
+		if !s.dense[c] {
+			s.dense[c] = true
+			s.n++
+		}
+		return
+	}
+	if s.sparse == nil {
+		s.sparse = map[int]bool{}
+	}
+	if !s.sparse[c] {
+		s.sparse[c] = true
+		s.n++
+	}
+}

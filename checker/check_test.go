@@ -1,0 +1,174 @@
+package checker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/histgen"
+)
+
+func TestVerdict(t *testing.T) {
+	tests := []struct {
+		name    string
+		build   func(b *hb)
+		opts    Options
+		verdict Verdict
+		why     string
+	}{
+		{name: "safe", verdict: Safe, why: "12 acquires by 2 clients, no faults: no anomaly", build: func(b *hb) {
+			b.cycles(12, 0)
+		}},
+		{name: "faults on holders", verdict: Safe, why: "12 acquires by 2 clients, 1 fault on a holder: no anomaly", build: func(b *hb) {
+			b.info.Nemeses = []string{"pause"}
+			b.faultAt("pause", "client 1", 2, 3)
+			b.faultAt("pause", "client 2", 7, 8) // client 2 does not hold then
+			b.cycles(12, 0)
+		}},
+		{name: "faults off holders", verdict: Safe, why: "12 acquires by 2 clients, 1 fault: no anomaly", build: func(b *hb) {
+			b.info.Nemeses = []string{"partition"}
+			b.faultAt("partition", "redis-1", 2, 3)
+			b.cycles(12, 0)
+		}},
+		{name: "too few acquires", verdict: Inconclusive, why: "only 4 successful acquires (at least 10 needed)", build: func(b *hb) {
+			b.cycles(4, 0)
+		}},
+		{name: "MinAcquires option", verdict: Safe, opts: Options{MinAcquires: 4}, build: func(b *hb) {
+			b.cycles(4, 0)
+		}},
+		{name: "one client", verdict: Inconclusive, why: "only 1 client acquired the lock (at least 2 needed)", build: func(b *hb) {
+			for i := range 12 {
+				t := float64(10 * i)
+				b.acq(1, t, t+1, "a")
+				b.rel(1, t+5, t+6, "a", history.OK, "a")
+			}
+		}},
+		{name: "nobody acquired", verdict: Inconclusive, why: "only 0 successful acquires (at least 10 needed); no client acquired the lock (at least 2 needed)", build: func(b *hb) {
+			b.acqFail(1, 0, 1, history.ReasonError)
+		}},
+		{name: "empty history", verdict: Inconclusive, why: "only 0 successful acquires", build: func(b *hb) {}},
+		{name: "nemesis never fired", verdict: Inconclusive, why: "nemesis clock never injected a fault", build: func(b *hb) {
+			b.info.Nemeses = []string{"none", "clock"}
+			b.cycles(12, 0)
+		}},
+		{name: "crash never hit a holder", verdict: Inconclusive, why: "no crash-client fault started while its client held the lock", build: func(b *hb) {
+			b.info.Nemeses = []string{"crash-client"}
+			b.faultAt("crash-client", "client 2", 2, 3) // client 1 holds then
+			b.cycles(12, 0)
+		}},
+		{name: "search unknown", verdict: Inconclusive, opts: Options{PorcupineMaxOps: 5}, why: "linearizable unknown: history too large", build: func(b *hb) {
+			b.cycles(12, 0)
+		}},
+		{name: "violations outrank everything", verdict: Unsafe, why: "1 double holder, 1 non-linearizable history", build: func(b *hb) {
+			b.info.Nemeses = []string{"partition"}
+			b.acq(1, 0, 1, "a")
+			b.acq(2, 2, 3, "b")
+		}},
+		{name: "deadlock with other violations", verdict: Unsafe, why: "1 double holder, 1 non-linearizable history; liveness: deadlock of 8.00 s", build: func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.acq(2, 2, 3, "b")
+			b.clientLife(1, 0, 4)
+			b.clientLife(2, 0, 5)
+			for t := 10.0; t <= 8010; t += 1000 {
+				b.acqFail(3, t, t, history.ReasonHeld)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHB()
+			tt.build(b)
+			r := Check(b.build(t), tt.opts)
+			require.Equal(t, tt.verdict, r.Verdict, r.Why)
+			require.Contains(t, r.Why, tt.why)
+		})
+	}
+}
+
+func TestSeverities(t *testing.T) {
+	tests := []struct {
+		name     string
+		fence    bool
+		damage   bool
+		want     string // severity of the double holder
+		verdict  Verdict
+		firstVio bool
+	}{
+		{name: "unfenced", want: SeverityViolation, verdict: Unsafe, firstVio: true},
+		{name: "fenced, no damage", fence: true, want: SeverityContained, verdict: Safe},
+		{name: "fenced, damage", fence: true, damage: true, want: SeverityViolation, verdict: Unsafe, firstVio: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHB()
+			b.info.Fence = tt.fence
+			end := b.cycles(12, 0)
+			b.acq(1, end, end+1, "a")
+			b.acq(2, end+2, end+3, "b")
+			b.write(2, end+4, end+5, history.OK, 1, 0, 2)
+			if tt.damage {
+				b.write(1, end+6, end+7, history.OK, 1, 1, 1) // stale, accepted, overwrites
+			} else {
+				b.write(1, end+6, end+7, history.Fail, 0, 0, 1)
+			}
+			r := Check(b.build(t), Options{})
+			require.Equal(t, tt.verdict, r.Verdict, r.Why)
+			for _, a := range r.Anomalies {
+				switch a.Kind {
+				case KindDoubleHolder, KindNonLinearizable:
+					require.Equal(t, tt.want, a.Severity, a.Kind)
+				case KindStaleWriteRejected:
+					require.Equal(t, SeverityInfo, a.Severity)
+				default:
+					require.Equal(t, SeverityViolation, a.Severity, a.Kind)
+				}
+			}
+			require.Equal(t, tt.firstVio, r.FirstViolation >= 0)
+		})
+	}
+}
+
+func TestCheckFillsResult(t *testing.T) {
+	b := newHB()
+	b.info.Lock, b.info.Seed, b.info.Nemeses = "etcd", 42, []string{"pause"}
+	b.faultAt("pause", "client 1", 2, 3)
+	b.cycles(12, 0)
+	b.noEnd = true
+	r := Check(b.build(t), DefaultOptions())
+	require.Equal(t, "etcd", r.Lock)
+	require.Equal(t, int64(42), r.Seed)
+	require.Equal(t, []string{"pause"}, r.Nemeses)
+	require.True(t, r.Truncated)
+	require.Contains(t, r.Why, "(history truncated)")
+	require.Equal(t, 1, r.Counts.FaultsOnHolder)
+	require.Equal(t, 1, r.Counts.Faults)
+	require.Equal(t, ms(12*4), r.Counts.HeldNs)
+	var names []string
+	for _, p := range r.Properties {
+		names = append(names, p.Name)
+		require.GreaterOrEqual(t, p.Millis, 0.0)
+		require.NotEmpty(t, p.Engine)
+	}
+	require.Equal(t, []string{"double-holder", "foreign-release", "release-ok-on-expired", "lost-update", "fencing", "deadlock", "linearizable"}, names)
+	require.NotNil(t, r.Anomalies)
+}
+
+func TestDefaultOptions(t *testing.T) {
+	require.Equal(t, DefaultOptions(), Options{}.withDefaults())
+	require.Equal(t, Options{PorcupineTimeout: 10 * time.Second, PorcupineMaxOps: 50000, MinAcquires: 10, Slack: 5 * time.Millisecond}, DefaultOptions())
+	o := Options{MinAcquires: 3}.withDefaults()
+	require.Equal(t, 3, o.MinAcquires)
+}
+
+// TestLargeHistory runs Check on a generated history too large for the
+// search: the interval checks decide, and the verdict is honest about it.
+func TestLargeHistory(t *testing.T) {
+	h, err := histgen.Generate(histgen.Config{Seed: 9, Clients: 10, Ops: 60000, Resource: true, DoubleHolders: 2}).History()
+	require.NoError(t, err)
+	r := Check(h, Options{PorcupineMaxOps: 1000})
+	require.Equal(t, Unsafe, r.Verdict, r.Why)
+	requireProperty(t, r, "linearizable", Unknown)
+	require.GreaterOrEqual(t, kinds(r.Anomalies)[KindDoubleHolder], 2)
+}

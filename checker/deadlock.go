@@ -1,0 +1,162 @@
+package checker
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/locktest/locktest/history"
+)
+
+// heldSpan is one interval of the union of the holds: some client surely
+// held the lock throughout [Start, End). Last is the index of the hold that
+// ended last, the lock's last sure holder when the span ends.
+type heldSpan struct {
+	Start, End int64
+	Last       int
+}
+
+// unionHolds merges holds (sorted by start) into disjoint spans.
+func unionHolds(holds []Hold) []heldSpan {
+	var out []heldSpan
+	for i := range holds {
+		hd := &holds[i]
+		if n := len(out); n > 0 && hd.Start <= out[n-1].End {
+			if hd.End > out[n-1].End {
+				out[n-1].End = hd.End
+				out[n-1].Last = i
+			}
+			continue
+		}
+		out = append(out, heldSpan{Start: hd.Start, End: hd.End, Last: i})
+	}
+	return out
+}
+
+// deadlockThreshold is the shortest blocked period reported as a deadlock:
+// the run's DeadlockMs, else two TTLs plus a second, else 5 s.
+func deadlockThreshold(info history.RunInfo) int64 {
+	switch {
+	case info.DeadlockMs > 0:
+		return info.DeadlockMs * 1e6
+	case info.TTLMillis > 0:
+		return 2*info.TTLMillis*1e6 + 1e9
+	default:
+		return 5e9
+	}
+}
+
+// minDeadlockFailures is how many acquires must fail with "held" in a gap
+// for it to count as a deadlock.
+const minDeadlockFailures = 3
+
+// checkDeadlock finds periods in which no client surely held the lock while
+// acquires kept failing because it was held, for at least the threshold.
+// The window of a deadlock runs from the first such failure's call to the
+// last one's return, all inside one gap between the spans of the holds.
+func checkDeadlock(f *facts) (Property, []Anomaly) {
+	h, holds, spans := f.h, f.holds, f.spans
+	p := Property{Name: KindDeadlock, Engine: "interval sweep", Status: Pass}
+	threshold := deadlockThreshold(h.Info)
+	p.Detail = "threshold " + span(threshold)
+	// Gap g lies between spans[g-1] (or the start) and spans[g] (or the
+	// end). Ops come in order of call, so the gaps are visited in order and
+	// each is finished when the next one starts.
+	var out []Anomaly
+	g, cur := 0, -1 // cur: the gap being filled, -1 none
+	first, last, n := 0, 0, 0
+	flush := func() {
+		if cur < 0 || n < minDeadlockFailures {
+			return
+		}
+		from, to := h.Ops[first].Call, h.Ops[last].Return
+		if to-from < threshold {
+			return
+		}
+		var prev *Hold
+		if cur > 0 {
+			prev = &holds[spans[cur-1].Last]
+		}
+		out = append(out, deadlockAnomaly(h, prev, from, to, n, cur == len(spans), h.Ops[first].OpID, h.Ops[last].OpID))
+	}
+	for _, i := range f.heldFails {
+		op := &h.Ops[i]
+		for g < len(spans) && spans[g].Start <= op.Call {
+			g++
+		}
+		// Now spans[g-1].Start <= Call < spans[g].Start.
+		if g > 0 && op.Call < spans[g-1].End {
+			continue // during a hold
+		}
+		if g < len(spans) && op.Return > spans[g].Start {
+			continue // returned after the next hold began
+		}
+		if g != cur {
+			flush()
+			cur, first, last, n = g, i, i, 0
+		}
+		if op.Return > h.Ops[last].Return {
+			last = i
+		}
+		n++
+	}
+	flush()
+	p.Count = len(out)
+	if len(out) > 0 {
+		p.Status = Fail
+	}
+	return p, out
+}
+
+func deadlockAnomaly(h *history.History, prev *Hold, from, to int64, n int, toEnd bool, firstOp, lastOp int64) Anomaly {
+	a := Anomaly{
+		Kind:   KindDeadlock,
+		Start:  from,
+		End:    to,
+		Ops:    []int64{firstOp, lastOp},
+		Faults: faultsDuring(h, from, to),
+	}
+	var sb strings.Builder
+	if prev == nil {
+		sb.WriteString("no client surely held the lock since the start of the run")
+		a.Clients = []int{}
+	} else {
+		a.Clients = []int{prev.Client}
+		a.Ops = append([]int64{prev.AcquireOp}, a.Ops...)
+		switch prev.EndReason {
+		case "client-exit":
+			fmt.Fprintf(&sb, "client %d crashed at %s holding the lock", prev.Client, at(prev.End))
+			if f := crashFault(h, prev); f != "" {
+				fmt.Fprintf(&sb, " (%s)", f)
+			}
+		case "release":
+			outcome := "was indeterminate"
+			if rel := &h.Ops[prev.ReleaseIndex]; rel.Type == history.OK {
+				outcome = "returned ok"
+			} else if rel.Type == history.Fail {
+				outcome = "failed (" + rel.Reason + ")"
+			}
+			fmt.Fprintf(&sb, "client %d, the last sure holder, called release at %s, which %s", prev.Client, at(prev.End), outcome)
+		default:
+			fmt.Fprintf(&sb, "client %d held the lock", prev.Client)
+		}
+	}
+	if toEnd {
+		fmt.Fprintf(&sb, " and nobody could acquire it for the remaining %s", span(to-from))
+	} else {
+		fmt.Fprintf(&sb, " and nobody could acquire it for %s", span(to-from))
+	}
+	fmt.Fprintf(&sb, " (%d acquires failed: held, %s–%s).", n, at(from), at(to))
+	a.Explanation = sb.String()
+	return a
+}
+
+// crashFault names the fault that ended hd's process, if one targeted it
+// around then.
+func crashFault(h *history.History, hd *Hold) string {
+	for _, f := range h.Faults {
+		if c, ok := clientTarget(f.Target); ok && c == hd.Client && f.Start >= hd.Start && f.Start <= hd.End {
+			return f.Name
+		}
+	}
+	return ""
+}

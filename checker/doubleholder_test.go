@@ -1,0 +1,109 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+)
+
+func TestDoubleHolder(t *testing.T) {
+	tests := []struct {
+		name    string
+		lease   bool
+		build   func(b *hb)
+		pairs   [][2]int // clients of each anomaly, earlier holder first
+		explain []string // substrings of the first explanation
+	}{
+		{name: "sequential holds", build: func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.rel(1, 5, 6, "a", history.OK, "a")
+			b.acq(2, 5.5, 7, "b")
+			b.rel(2, 9, 10, "b", history.OK, "b")
+		}},
+		{name: "release call equal to the next grant's return", build: func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.rel(1, 5, 6, "a", history.OK, "a")
+			b.acq(2, 4, 5, "b")
+		}},
+		{name: "overlap", build: func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.acq(2, 2, 3, "b")
+			b.rel(1, 5, 6, "a", history.Fail, "-")
+			b.rel(2, 7, 8, "b", history.OK, "b")
+		}, pairs: [][2]int{{1, 2}}, explain: []string{"client 2 acquired the lock at 3.0 ms while client 1", "until 5.0 ms"}},
+		{name: "three at once", build: func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.acq(2, 2, 3, "b")
+			b.acq(3, 2, 4, "c")
+		}, pairs: [][2]int{{1, 2}, {1, 3}, {2, 3}}},
+		{name: "indeterminate acquire holds nothing", build: func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.acqInfo(2, 2, 30)
+			b.rel(1, 5, 6, "a", history.OK, "a")
+		}},
+		{name: "the same client never doubles", build: func(b *hb) {
+			b.clientLife(1, 0, 4)
+			b.acq(1, 0, 1, "a")
+			b.clientLife(1, 10, -1)
+			b.acq(1, 11, 12, "b")
+		}},
+		{name: "lease expired, holder paused", lease: true, build: func(b *hb) {
+			b.faultAt("pause", "client 1", 1010, 5200)
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 3040, 3050, "b")
+			b.rel(1, 5600, 5601, "a", history.Fail, "-")
+		}, pairs: [][2]int{{1, 2}}, explain: []string{
+			"client 2 acquired the lock at 3.05 s while client 1, which acquired it at 1.00 s (lease 2.00 s, so expired by 3.00 s at the latest), still believed it held it until 5.60 s; client 1 was paused 1.01 s–5.20 s.",
+		}},
+		{name: "lease still valid", lease: true, build: func(b *hb) {
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 1500, 1510, "b")
+			b.rel(1, 1700, 1701, "a", history.OK, "a")
+		}, pairs: [][2]int{{1, 2}}, explain: []string{"still valid until 2.99 s at least"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHB()
+			if tt.lease {
+				b.info.Lease, b.info.TTLMillis = true, 2000
+			}
+			tt.build(b)
+			h := b.build(t)
+			p, as := checkDoubleHolder(newFacts(h))
+			require.Len(t, as, len(tt.pairs))
+			require.Equal(t, len(tt.pairs), p.Count)
+			if len(tt.pairs) == 0 {
+				require.Equal(t, Pass, p.Status)
+				return
+			}
+			require.Equal(t, Fail, p.Status)
+			for i, a := range as {
+				require.Equal(t, KindDoubleHolder, a.Kind)
+				require.Equal(t, []int{tt.pairs[i][0], tt.pairs[i][1]}, a.Clients)
+				require.Len(t, a.Ops, 2)
+				require.Less(t, a.Start, a.End)
+			}
+			for _, s := range tt.explain {
+				require.Contains(t, as[0].Explanation, s)
+			}
+		})
+	}
+}
+
+func TestDoubleHolderFaults(t *testing.T) {
+	b := newHB()
+	b.faultAt("pause", "client 3", 1200, 4800)
+	b.faultAt("partition", "redis-1", 9000, -1)
+	b.acq(1, 0, 1000, "a")
+	b.acq(2, 2000, 3000, "b")
+	b.rel(1, 5000, 5001, "a", history.OK, "a")
+	h := b.build(t)
+	_, as := checkDoubleHolder(newFacts(h))
+	require.Len(t, as, 1)
+	require.Equal(t, []string{"pause client 3 (1.20s–4.80s)"}, as[0].Faults)
+	require.NotContains(t, as[0].Explanation, "paused", "the fault did not touch the earlier holder")
+	require.Equal(t, ms(3000), as[0].Start)
+	require.Equal(t, ms(5000), as[0].End)
+}

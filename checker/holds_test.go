@@ -1,0 +1,87 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+)
+
+func TestHolds(t *testing.T) {
+	type span struct {
+		client     int
+		start, end float64
+		reason     string
+	}
+	tests := []struct {
+		name      string
+		reentrant bool
+		build     func(b *hb)
+		want      []span
+	}{
+		{"acquire and release", false, func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.rel(1, 5, 6, "a", history.OK, "a")
+		}, []span{{1, 1, 5, "release"}}},
+		{"failed and indeterminate acquires hold nothing", false, func(b *hb) {
+			b.acqFail(1, 0, 1, history.ReasonHeld)
+			b.acqInfo(2, 0, 9)
+		}, nil},
+		{"a failed release still ends the hold", false, func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.rel(1, 5, 6, "a", history.Fail, "-")
+		}, []span{{1, 1, 5, "release"}}},
+		{"never released: end of history", false, func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.acqFail(2, 20, 21, history.ReasonHeld)
+		}, []span{{1, 1, 22, "end-of-history"}}},
+		{"a nested acquire on a lock that is not reentrant", false, func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.acq(1, 2, 3, "a")
+			b.rel(1, 5, 6, "a", history.OK, "")
+			b.rel(1, 7, 8, "a", history.OK, "a")
+		}, []span{{1, 1, 5, "release"}}},
+		{"reentrant: the last release ends the hold", true, func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.acq(1, 2, 3, "a")
+			b.rel(1, 5, 6, "a", history.OK, "")
+			b.rel(1, 7, 8, "a", history.OK, "a")
+		}, []span{{1, 1, 7, "release"}}},
+		{"reentrant: a failed nested acquire, then one release", true, func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.acqFail(1, 2, 3, history.ReasonError)
+			b.rel(1, 5, 6, "a", history.OK, "a")
+			b.acq(2, 9, 10, "b")
+		}, []span{{1, 1, 5, "release"}, {2, 10, 11, "end-of-history"}}},
+		{"process exit ends the hold", false, func(b *hb) {
+			b.clientLife(1, 0, 4)
+			b.acq(1, 0, 1, "a")
+		}, []span{{1, 1, 4, "client-exit"}}},
+		{"a restarted client starts afresh", false, func(b *hb) {
+			b.clientLife(1, 0, 4)
+			b.acq(1, 0, 1, "a")
+			b.clientLife(1, 10, -1)
+			b.acq(1, 11, 12, "b")
+			b.rel(1, 15, 16, "b", history.OK, "b")
+		}, []span{{1, 1, 4, "client-exit"}, {1, 12, 15, "release"}}},
+		{"a hold in a second life ends with that life", false, func(b *hb) {
+			b.clientLife(1, 0, 4)
+			b.clientLife(1, 10, 30)
+			b.acq(1, 11, 12, "b")
+			b.acqFail(2, 40, 41, history.ReasonHeld)
+		}, []span{{1, 12, 30, "client-exit"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHB()
+			b.info.Reentrant = tt.reentrant
+			tt.build(b)
+			var got []span
+			for _, hd := range Holds(b.build(t)) {
+				got = append(got, span{hd.Client, float64(hd.Start) / 1e6, float64(hd.End) / 1e6, hd.EndReason})
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

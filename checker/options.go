@@ -1,0 +1,52 @@
+package checker
+
+import "time"
+
+// Options tunes Check. The zero value of a field means its default.
+type Options struct {
+	// PorcupineTimeout bounds the linearizability search (default 10s). A
+	// search that runs out of time makes the property unknown, never a pass.
+	// When the search finds the history illegal, locating the operation that
+	// cannot be placed gets at most the same time again.
+	PorcupineTimeout time.Duration
+	// PorcupineMaxOps is the largest number of lock operations handed to the
+	// search (default 50000), counted after dropping those the search
+	// provably does not need (failed for errors, or failed "held" inside a
+	// sure hold). Above it the linearizability property is unknown and the
+	// interval checks decide the rest: the search's memory grows with the
+	// square of the history's length.
+	PorcupineMaxOps int
+	// MinAcquires is the number of successful acquires below which a run is
+	// inconclusive (default 10).
+	MinAcquires int
+	// Slack absorbs clock-rate differences between the server's lease timer
+	// and the controller's clock (default 5ms).
+	Slack time.Duration
+}
+
+// DefaultOptions returns the options Check uses for zero fields.
+func DefaultOptions() Options {
+	return Options{
+		PorcupineTimeout: 10 * time.Second,
+		PorcupineMaxOps:  50000,
+		MinAcquires:      10,
+		Slack:            5 * time.Millisecond,
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.PorcupineTimeout <= 0 {
+		o.PorcupineTimeout = d.PorcupineTimeout
+	}
+	if o.PorcupineMaxOps <= 0 {
+		o.PorcupineMaxOps = d.PorcupineMaxOps
+	}
+	if o.MinAcquires <= 0 {
+		o.MinAcquires = d.MinAcquires
+	}
+	if o.Slack <= 0 {
+		o.Slack = d.Slack
+	}
+	return o
+}

@@ -1,0 +1,138 @@
+package histgen
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+)
+
+func TestGenerate(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"defaults", Config{Seed: 1}},
+		{"lease with lost answers", Config{Seed: 2, Lease: true, TTL: 20 * time.Millisecond, Indeterminate: 0.1, Ops: 2000}},
+		{"resource and fencing", Config{Seed: 3, Fence: true, Clients: 8}},
+		{"violations", Config{Seed: 4, Resource: true, DoubleHolders: 3, ForeignReleases: 2, LostUpdates: 2, Ops: 3000}},
+		{"one client", Config{Seed: 5, Clients: 1, Ops: 100}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out := Generate(tt.cfg)
+			h, err := out.History()
+			require.NoError(t, err)
+			require.False(t, h.Truncated)
+			ops := tt.cfg.Ops
+			if ops == 0 {
+				ops = 1000
+			}
+			require.GreaterOrEqual(t, len(h.Ops), ops)
+			require.Less(t, len(h.Ops), ops+4*max(tt.cfg.Clients, 5))
+
+			// Events are in order, every operation completed, and clients
+			// never have two operations in flight.
+			last := int64(0)
+			for i, e := range out.Events {
+				require.Equal(t, int64(i), e.Seq)
+				require.GreaterOrEqual(t, e.Time, last)
+				last = e.Time
+			}
+			busyUntil := map[int]int64{}
+			for _, o := range h.Ops {
+				require.NotEqual(t, history.Never, o.Completed, "op %d", o.OpID)
+				require.GreaterOrEqual(t, o.Call, busyUntil[o.Client], "client %d overlaps itself", o.Client)
+				busyUntil[o.Client] = o.Completed
+				if o.Type == history.Info {
+					require.Contains(t, []history.Op{history.Acquire, history.Release}, o.Op)
+				}
+			}
+			require.Equal(t, tt.cfg.Lease, h.Info.Lease)
+			if tt.cfg.Lease {
+				require.Equal(t, tt.cfg.TTL.Milliseconds(), h.Info.TTLMillis)
+			}
+		})
+	}
+}
+
+func TestGenerateDeterministic(t *testing.T) {
+	cfg := Config{Seed: 7, Clients: 4, Ops: 500, Indeterminate: 0.1, Resource: true, DoubleHolders: 1}
+	a, b := Generate(cfg), Generate(cfg)
+	require.Equal(t, a, b)
+	cfg.Seed = 8
+	require.NotEqual(t, a.Events, Generate(cfg).Events)
+}
+
+func TestInjected(t *testing.T) {
+	out := Generate(Config{Seed: 11, Clients: 4, Ops: 5000, Resource: true, DoubleHolders: 3, ForeignReleases: 2, LostUpdates: 2})
+	require.Len(t, out.Injected.DoubleHolders, 3)
+	require.Len(t, out.Injected.ForeignReleases, 2)
+	require.Len(t, out.Injected.LostUpdates, 2)
+	require.Equal(t, 7, out.Injected.Total())
+	h, err := out.History()
+	require.NoError(t, err)
+	byID := map[int64]history.Operation{}
+	for _, o := range h.Ops {
+		byID[o.OpID] = o
+	}
+	for _, id := range out.Injected.DoubleHolders {
+		o := byID[id]
+		require.Equal(t, history.Acquire, o.Op)
+		require.Equal(t, history.OK, o.Type)
+	}
+	for _, id := range out.Injected.ForeignReleases {
+		o := byID[id]
+		require.Equal(t, history.Release, o.Op)
+		require.Equal(t, history.OK, o.Type)
+		require.NotEqual(t, o.Owner, o.Removed)
+	}
+	for _, id := range out.Injected.LostUpdates {
+		o := byID[id]
+		require.Equal(t, history.Write, o.Op)
+		require.NotEqual(t, *o.Value-1, *o.Prev)
+	}
+}
+
+func TestValidHistoryIsClean(t *testing.T) {
+	out := Generate(Config{Seed: 12, Clients: 5, Ops: 5000, Resource: true, Tokens: true, Indeterminate: 0.05})
+	h, err := out.History()
+	require.NoError(t, err)
+	require.Zero(t, out.Injected.Total())
+	// Every accepted write increments what was there; tokens never go back.
+	var maxTok int64
+	for _, o := range h.Ops {
+		if o.Op != history.Write || o.Type != history.OK {
+			continue
+		}
+		require.Equal(t, *o.Value-1, *o.Prev)
+		require.GreaterOrEqual(t, *o.Token, maxTok)
+		maxTok = *o.Token
+	}
+}
+
+func TestReentrant(t *testing.T) {
+	out := Generate(Config{Seed: 13, Clients: 3, Ops: 600, Reentrant: true, Resource: true, Lease: true})
+	h, err := out.History()
+	require.NoError(t, err)
+	require.True(t, h.Info.Reentrant)
+	// Every hold: acquire ok, nested acquire ok with the same owner, read,
+	// write, inner release (nothing removed), outer release (removed).
+	nested, inner := 0, 0
+	last := map[int]history.Operation{}
+	for _, o := range h.Ops {
+		prev, ok := last[o.Client]
+		if o.Op == history.Acquire && o.Type == history.OK && ok && prev.Op == history.Acquire && prev.Type == history.OK {
+			require.Equal(t, prev.Owner, o.Owner)
+			nested++
+		}
+		if o.Op == history.Release && o.Type == history.OK && o.Removed == "" {
+			inner++
+		}
+		last[o.Client] = o
+	}
+	require.Positive(t, nested)
+	require.Equal(t, nested, inner)
+}

@@ -1,0 +1,270 @@
+package reports
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+)
+
+type anomalyView struct {
+	N           int
+	Anchor      string
+	Kind        string
+	Severity    string
+	Clients     string
+	ClientsWord string // "client" or "clients"
+	Start, End  string
+	Instant     bool // Start and End are the same to the hundredth
+	Duration    string
+	Faults      []string
+	Explanation string
+	Ops         []opRow
+	OpsOmitted  int
+	MissingOps  []int64 // named by the anomaly but absent from the history
+	Excerpt     *excerptView
+}
+
+type opRow struct {
+	ID           string // element id, "" when this op already has a row above
+	OpID         int64
+	Client       int
+	Op           string
+	Call, Return string
+	Outcome      string
+	OutcomeClass string
+	Owner        string
+	Token, Value string
+	Error        string
+}
+
+type excerptView struct {
+	From, To string
+	Total    int // events in the window
+	Rows     []eventRow
+}
+
+type eventRow struct {
+	Seq    int64
+	Time   string
+	Client string
+	Type   string
+	Op     string
+	OpID   int64
+	OpLink string // "#op-N" when that op has a row on the page
+	Text   string
+	Hot    bool // one of the anomaly's operations, or a fault event
+	Class  string
+}
+
+// selectAnomalies picks at most limit anomalies to show in full: violations
+// first, then contained ones, then the rest, each group in time order. It
+// returns the shown indices in their original order and the omitted ones.
+func selectAnomalies(as []checker.Anomaly, limit int) (shown, omitted []int) {
+	order := prioritized(as)
+	if len(order) > limit {
+		omitted = append(omitted, order[limit:]...)
+		order = order[:limit]
+	}
+	shown = append(shown, order...)
+	sort.Ints(shown)
+	sort.Ints(omitted)
+	return shown, omitted
+}
+
+// buildAnomalies renders the shown anomalies with their operations and, for
+// the first maxExcerpts of them by severity, an excerpt of the history.
+func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops map[int64]*history.Operation) []anomalyView {
+	withExcerpt := map[int]bool{}
+	for _, i := range prioritized(as) {
+		if len(withExcerpt) == maxExcerpts {
+			break
+		}
+		withExcerpt[i] = true
+	}
+	isShown := map[int]bool{}
+	for _, i := range shown {
+		isShown[i] = true
+	}
+	rowed := map[int64]bool{} // ops that already have a row with their id
+	out := make([]anomalyView, 0, len(shown))
+	for _, i := range shown {
+		a := as[i]
+		av := anomalyView{
+			N: i + 1, Anchor: anchor(i), Kind: a.Kind, Severity: a.Severity,
+			Clients: intList(a.Clients), Start: secs(a.Start, 2), End: secs(a.End, 2),
+			Duration: dur(a.End - a.Start), Faults: a.Faults, Explanation: a.Explanation,
+		}
+		av.Instant = av.Start == av.End
+		av.ClientsWord = "clients"
+		if len(a.Clients) == 1 {
+			av.ClientsWord = "client"
+		}
+		for k, id := range a.Ops {
+			if k == maxOpRows {
+				av.OpsOmitted = len(a.Ops) - k
+				break
+			}
+			o, ok := ops[id]
+			if !ok {
+				av.MissingOps = append(av.MissingOps, id)
+				continue
+			}
+			row := opRowFor(o)
+			if !rowed[id] {
+				row.ID = "op-" + strconv.FormatInt(id, 10)
+				rowed[id] = true
+			}
+			av.Ops = append(av.Ops, row)
+		}
+		out = append(out, av)
+	}
+	for k, i := range shown {
+		if withExcerpt[i] && isShown[i] {
+			out[k].Excerpt = excerpt(h, as[i], rowed)
+		}
+	}
+	return out
+}
+
+func opRowFor(o *history.Operation) opRow {
+	row := opRow{
+		OpID: o.OpID, Client: o.Client, Op: string(o.Op),
+		Call: secs(o.Call, 3), Return: secs(o.Return, 3),
+		Outcome: outcome(o), Owner: o.Owner, Token: tokenStr(o.Token), Value: tokenStr(o.Value), Error: o.Error,
+	}
+	switch o.Type {
+	case history.OK:
+		row.OutcomeClass = "ok"
+	case history.Fail:
+		row.OutcomeClass = "fail"
+	default:
+		row.OutcomeClass = "info"
+		if o.Completed != history.Never {
+			row.Return = "? (gave up " + secs(o.Completed, 3) + ")"
+		} else {
+			row.Return = "?"
+		}
+	}
+	if o.Op == history.Write && o.Prev != nil {
+		row.Value += " (was " + tokenStr(o.Prev) + ")"
+	}
+	return row
+}
+
+// excerpt returns the events from excerptPad before the anomaly to
+// excerptPad after it. When there are more than maxExcerptRows, it keeps
+// the events of the anomaly's clients, its operations and the faults, and
+// then those closest to the anomaly's start.
+func excerpt(h *history.History, a checker.Anomaly, rowed map[int64]bool) *excerptView {
+	from, to := a.Start-excerptPad, a.End+excerptPad
+	if a.End < a.Start {
+		to = a.Start + excerptPad
+	}
+	hotOp := map[int64]bool{}
+	for _, id := range a.Ops {
+		hotOp[id] = true
+	}
+	involved := map[int]bool{0: true}
+	for _, c := range a.Clients {
+		involved[c] = true
+	}
+	var in []int
+	for i := range h.Events {
+		if t := h.Events[i].Time; t >= from && t <= to {
+			in = append(in, i)
+		}
+	}
+	ev := &excerptView{From: secs(max(from, 0), 3), To: secs(to, 3), Total: len(in)}
+	keep := in
+	if len(keep) > maxExcerptRows {
+		var pri, rest []int
+		for _, i := range keep {
+			e := h.Events[i]
+			if involved[e.Client] || hotOp[e.OpID] {
+				pri = append(pri, i)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		if len(pri) >= maxExcerptRows {
+			keep = closest(h.Events, pri, a.Start, maxExcerptRows)
+		} else {
+			keep = append(pri, closest(h.Events, rest, a.Start, maxExcerptRows-len(pri))...)
+			sort.Ints(keep)
+		}
+	}
+	for _, i := range keep {
+		e := h.Events[i]
+		row := eventRow{
+			Seq: e.Seq, Time: secs(e.Time, 3), Type: string(e.Type), Op: string(e.Op), OpID: e.OpID,
+			Text: eventText(e), Class: string(e.Type),
+		}
+		if e.Client != 0 {
+			row.Client = strconv.Itoa(e.Client)
+		}
+		if e.OpID != 0 && rowed[e.OpID] {
+			row.OpLink = "#op-" + strconv.FormatInt(e.OpID, 10)
+		}
+		row.Hot = (e.OpID != 0 && hotOp[e.OpID]) || e.Type == history.FaultStart || e.Type == history.FaultEnd
+		ev.Rows = append(ev.Rows, row)
+	}
+	return ev
+}
+
+// closest keeps the n indices whose events are closest in time to t, in
+// their original order.
+func closest(events []history.Event, idx []int, t int64, n int) []int {
+	if n > len(idx) {
+		n = len(idx)
+	}
+	byDist := append([]int(nil), idx...)
+	sort.SliceStable(byDist, func(a, b int) bool {
+		return absDiff(events[byDist[a]].Time, t) < absDiff(events[byDist[b]].Time, t)
+	})
+	byDist = byDist[:n]
+	sort.Ints(byDist)
+	return byDist
+}
+
+func absDiff(a, b int64) int64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+// eventText is the remaining content of an event in one line.
+func eventText(e history.Event) string {
+	var parts []string
+	add := func(k, v string) {
+		if v != "" {
+			parts = append(parts, k+"="+v)
+		}
+	}
+	add("owner", e.Owner)
+	if e.Token != nil {
+		add("token", tokenStr(e.Token))
+	}
+	if e.Value != nil {
+		add("value", tokenStr(e.Value))
+	}
+	if e.Prev != nil {
+		add("prev", tokenStr(e.Prev))
+	}
+	add("removed", e.Removed)
+	add("reason", e.Reason)
+	add("error", e.Error)
+	add("fault", e.Fault)
+	add("target", e.Target)
+	if e.PID != 0 {
+		add("pid", strconv.Itoa(e.PID))
+	}
+	add("detail", e.Detail)
+	if e.Latency != 0 {
+		add("latency", dur(e.Latency))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,202 @@
+package reports
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+)
+
+// Limits that keep the page small for long runs.
+const (
+	maxAnomalies   = 100          // anomalies shown in full (region, ops table)
+	maxExcerpts    = 10           // anomalies with a history excerpt
+	maxExcerptRows = 200          // events per excerpt
+	excerptPad     = int64(500e6) // ns of history shown before and after an anomaly
+	maxOpRows      = 20           // operations per anomaly's ops table
+	maxFaultRows   = 500          // rows of the fault table
+	minBandPx      = 2.0          // narrowest fault band
+	minAnomPx      = 4.0          // narrowest anomaly region
+	charPx         = 6.2          // estimated width of a label character
+)
+
+// runView is everything the HTML template draws, computed from the history
+// and the result by buildRun.
+type runView struct {
+	Header         headerView
+	Timeline       timelineView
+	Anomalies      []anomalyView
+	AnomalyTotal   int
+	AnomalyOmitted int
+	OmittedTally   string // kinds of the omitted anomalies
+	Properties     []propertyView
+	Counts         []countView
+	Faults         []faultRow
+	FaultsOmitted  int
+}
+
+type headerView struct {
+	Lock, Nemeses, Fence, Fencing string
+	Seed                          int64
+	Verdict, VerdictClass, Why    string
+	Servers                       []string
+	Command                       string
+	Cluster, Topology, Version    string
+	StartedAt, Duration           string
+	Clients                       int
+	TTL                           string
+	Wait                          bool
+	Truncated                     bool
+	Ended                         string
+	FirstViolation                string
+}
+
+type propertyView struct {
+	Name, Status, StatusClass, Engine string
+	Count                             int
+	Time                              string
+	Detail                            string
+}
+
+type countView struct {
+	Label, Value, Note string
+}
+
+type faultRow struct {
+	Name, Target, Start, End, Duration, Detail string
+}
+
+// buildRun computes the whole page.
+func buildRun(h *history.History, r *checker.Result) runView {
+	holds := checker.Holds(h)
+	ops := make(map[int64]*history.Operation, len(h.Ops))
+	for i := range h.Ops {
+		ops[h.Ops[i].OpID] = &h.Ops[i]
+	}
+	shown, omitted := selectAnomalies(r.Anomalies, maxAnomalies)
+	v := runView{
+		Header:         buildHeader(h, r),
+		Timeline:       buildTimeline(h, r.Anomalies, shown, holds),
+		AnomalyTotal:   len(r.Anomalies),
+		AnomalyOmitted: len(omitted),
+		OmittedTally:   kindTally(r.Anomalies, omitted),
+		Properties:     buildProperties(r.Properties),
+		Counts:         buildCounts(h, r, holds),
+	}
+	v.Anomalies = buildAnomalies(h, r.Anomalies, shown, ops)
+	for i, f := range h.Faults {
+		if i == maxFaultRows {
+			v.FaultsOmitted = len(h.Faults) - i
+			break
+		}
+		v.Faults = append(v.Faults, faultRow{
+			Name: f.Name, Target: f.Target, Start: secs(f.Start, 2), End: secs(f.End, 2),
+			Duration: durOrOpen(f.Start, f.End), Detail: f.Detail,
+		})
+	}
+	return v
+}
+
+func durOrOpen(from, to int64) string {
+	if to == history.Never {
+		return "not healed"
+	}
+	return dur(to - from)
+}
+
+func buildHeader(h *history.History, r *checker.Result) headerView {
+	in := h.Info
+	lock := r.Lock
+	if lock == "" {
+		lock = in.Lock
+	}
+	nem := r.Nemeses
+	if len(nem) == 0 {
+		nem = in.Nemeses
+	}
+	seed := r.Seed
+	if seed == 0 {
+		seed = in.Seed
+	}
+	hv := headerView{
+		Lock: lock, Nemeses: nemesesStr(nem), Seed: seed,
+		Fence: onOff(r.Fence || in.Fence), Fencing: onOff(in.Fencing),
+		Verdict: strings.ToUpper(string(r.Verdict)), VerdictClass: verdictClass(r.Verdict),
+		Why: r.Why, Servers: in.Servers, Command: in.Command,
+		Cluster: in.Cluster, Topology: in.Topology, Version: in.Version,
+		StartedAt: in.StartedAt, Duration: secs(h.End, 2), Clients: in.Clients,
+		Wait: in.Wait, Truncated: h.Truncated || r.Truncated, Ended: h.Ended,
+	}
+	if hv.Verdict == "" {
+		hv.Verdict = "NO VERDICT"
+	}
+	if in.Lease || in.TTLMillis > 0 {
+		hv.TTL = dur(in.TTLMillis * 1e6)
+	}
+	if r.FirstViolation >= 0 && r.Verdict == checker.Unsafe {
+		hv.FirstViolation = secs(r.FirstViolation, 2)
+	}
+	return hv
+}
+
+func verdictClass(v checker.Verdict) string {
+	switch v {
+	case checker.Safe:
+		return "safe"
+	case checker.Unsafe:
+		return "unsafe"
+	default:
+		return "inconclusive"
+	}
+}
+
+func statusClass(s checker.Status) string {
+	switch s {
+	case checker.Pass:
+		return "pass"
+	case checker.Fail:
+		return "fail"
+	case checker.Unknown:
+		return "unknown"
+	default:
+		return "na"
+	}
+}
+
+func buildProperties(ps []checker.Property) []propertyView {
+	out := make([]propertyView, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, propertyView{
+			Name: p.Name, Status: string(p.Status), StatusClass: statusClass(p.Status),
+			Engine: p.Engine, Count: p.Count, Time: millis(p.Millis), Detail: p.Detail,
+		})
+	}
+	return out
+}
+
+func buildCounts(h *history.History, r *checker.Result, holds []checker.Hold) []countView {
+	c := r.Counts
+	duration := c.DurationNs
+	if duration == 0 {
+		duration = h.End
+	}
+	clients := h.Info.Clients
+	cl := strconv.Itoa(c.ClientsAcquired)
+	if clients > 0 {
+		cl += " of " + strconv.Itoa(clients)
+	}
+	return []countView{
+		{"duration", dur(duration), ""},
+		{"operations", strconv.Itoa(c.Ops), ""},
+		{"acquires", strconv.Itoa(c.Acquires), fmt.Sprintf("%d ok, %d failed, %d indeterminate", c.AcquiresOK, c.AcquiresFail, c.AcquiresInfo)},
+		{"holds", strconv.Itoa(len(holds)), "intervals in which a client surely believed it held the lock"},
+		{"lock held", dur(c.HeldNs), pct(c.HeldNs, duration) + " of the run"},
+		{"releases", strconv.Itoa(c.Releases), fmt.Sprintf("%d ok, %d failed, %d indeterminate", c.ReleasesOK, c.ReleasesFail, c.ReleasesInfo)},
+		{"resource writes", strconv.Itoa(c.Writes), fmt.Sprintf("%d accepted, %d rejected (stale token)", c.WritesAccepted, c.WritesRejected)},
+		{"resource value", strconv.FormatInt(c.ResourceFinal, 10), "final (started at " + strconv.FormatInt(h.Info.ResourceStart, 10) + ")"},
+		{"faults", strconv.Itoa(c.Faults), fmt.Sprintf("%d hit a client while it held the lock", c.FaultsOnHolder)},
+		{"clients that acquired", cl, ""},
+	}
+}

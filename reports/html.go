@@ -1,0 +1,76 @@
+package reports
+
+import (
+	"bufio"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"strconv"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+)
+
+//go:embed templates
+var templates embed.FS
+
+var funcs = template.FuncMap{
+	"f":  f1,
+	"f2": func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) },
+	"add": func(xs ...float64) float64 {
+		var s float64
+		for _, x := range xs {
+			s += x
+		}
+		return s
+	},
+	"add_i": func(a, b int) int { return a + b },
+}
+
+var runTmpl = template.Must(template.New("run.html.tmpl").Funcs(funcs).ParseFS(templates, "templates/run.html.tmpl"))
+
+// css is the page's style sheet, inlined into every report.
+var css = func() template.CSS {
+	b, err := templates.ReadFile("templates/report.css")
+	if err != nil {
+		panic(err) // embedded at build time: cannot happen
+	}
+	return template.CSS(b)
+}()
+
+// WriteRunHTML writes the report of one run as a single self-contained HTML
+// page: the verdict, a time line of every client process with its holds,
+// failed and indeterminate operations, resource writes, the faults and the
+// anomalies, then the anomalies one by one with the operations they name
+// and an excerpt of the history around them, the properties and the counts.
+// The page loads nothing: its style sheet and drawings are inline.
+//
+// The time line's x axis is seconds since the run's start. Holds are the
+// intervals checker.Holds computes. To keep long runs readable and the file
+// small (about 1 MB for 100k operations), failed acquires are drawn as one
+// tick per pixel whose length grows with their number, writes as one dot
+// per three pixels, and short holds of one client that touch merge into one
+// bar; at most 100 anomalies are drawn and detailed (violations first, one
+// of each kind before repeats), 10 of them with a history excerpt.
+func WriteRunHTML(w io.Writer, h *history.History, r *checker.Result) error {
+	if h == nil {
+		return errors.New("write report: no history")
+	}
+	if r == nil {
+		return errors.New("write report: no result")
+	}
+	data := struct {
+		runView
+		CSS template.CSS
+	}{buildRun(h, r), css}
+	bw := bufio.NewWriterSize(w, 64*1024)
+	if err := runTmpl.Execute(bw, data); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
