@@ -50,6 +50,7 @@ type Net struct {
 	mu     sync.Mutex
 	hosts  []*Host
 	blocks map[string]map[string]dir // host -> peer -> what is dropped
+	routes [][2]*Host                // blackhole routes: in [0]'s namespace, to [1]
 }
 
 // dir says which directions of a host's traffic with a peer are dropped.
@@ -219,12 +220,17 @@ func (n *Net) Block(ctx context.Context, pairs [][2]*Host) error {
 
 // BlockOneWay drops what from sends to to, and nothing else: requests from
 // to still reach from, their replies are lost (TCP delivers them late, once
-// healed).
+// healed). It is a blackhole route in from's namespace (3 ms, against
+// 5-20 ms for a firewall rule set: this fault is aimed at one request in
+// flight, and every millisecond lets another client take the lock first).
 func (n *Net) BlockOneWay(ctx context.Context, from, to *Host) error {
+	if err := ip("-n", from.NS, "route", "add", "blackhole", to.IP+"/32"); err != nil {
+		return err
+	}
 	n.mu.Lock()
-	n.drop(to, from, dropIn)
+	n.routes = append(n.routes, [2]*Host{from, to})
 	n.mu.Unlock()
-	return n.apply(ctx, map[*Host]bool{to: true})
+	return nil
 }
 
 func (n *Net) drop(h, peer *Host, d dir) {
@@ -244,8 +250,16 @@ func (n *Net) Heal(ctx context.Context) error {
 		}
 	}
 	n.blocks = map[string]map[string]dir{}
+	routes := n.routes
+	n.routes = nil
 	n.mu.Unlock()
-	return n.apply(ctx, touched)
+	var errs []error
+	for _, r := range routes {
+		if err := ip("-n", r[0].NS, "route", "del", "blackhole", r[1].IP+"/32"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(append(errs, n.apply(ctx, touched))...)
 }
 
 // apply writes the full rule set of each touched host in one
