@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
 )
@@ -168,55 +169,81 @@ func TestInterrupt(t *testing.T) {
 }
 
 // kill -9 of the harness in the middle of a run: its children die with it
-// (parent-death signal), `locktest cleanup` removes what is left, and the
-// next run starts clean.
+// (parent-death signal), `locktest cleanup` removes what is left — network
+// namespaces and the clock shim's shared memory included — and the next run
+// starts clean.
 func TestCleanupAfterKill9(t *testing.T) {
 	needServer(t)
-	store := t.TempDir()
-	stateDir := t.TempDir()
-	env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
-	cmd := exec.Command(bin, "run", "--lock", "redis-lua", "--nemesis", "pause", "--time-limit", "60s", "--ttl", "2s", "--store", store)
-	cmd.Env = append(os.Environ(), env...)
-	require.NoError(t, cmd.Start())
-	hist := filepath.Join(store, "latest", "history.jsonl")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(hist)
-		if bytes.Contains(b, []byte(`"fault-start"`)) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no fault within 30s")
-		time.Sleep(50 * time.Millisecond)
+	cases := []struct {
+		name string
+		args []string
+		root bool
+	}{
+		{"during a pause", []string{"--lock", "redis-lua", "--nemesis", "pause"}, false},
+		{"during a partition with shifted clocks", []string{"--lock", "redlock", "--nemesis", "partition,clock", "--param", "partition=isolate-server,split"}, true},
 	}
-	states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
-	require.Len(t, states, 1)
-	var st runstate.State
-	b, err := os.ReadFile(states[0])
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &st))
-	require.NotEmpty(t, st.Procs)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root && os.Geteuid() != 0 {
+				if os.Getenv("CI") != "" {
+					t.Fatal("CI runs as root")
+				}
+				t.Skip("needs root")
+			}
+			store := t.TempDir()
+			stateDir := t.TempDir()
+			env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
+			args := append([]string{"run", "--time-limit", "60s", "--ttl", "2s", "--store", store}, tc.args...)
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(os.Environ(), env...)
+			require.NoError(t, cmd.Start())
+			hist := filepath.Join(store, "latest", "history.jsonl")
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				b, _ := os.ReadFile(hist)
+				if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "no fault within 30s")
+				time.Sleep(50 * time.Millisecond)
+			}
+			states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
+			require.Len(t, states, 1)
+			var st runstate.State
+			b, err := os.ReadFile(states[0])
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(b, &st))
+			require.NotEmpty(t, st.Procs)
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	_ = cmd.Wait()
+			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+			_ = cmd.Wait()
 
-	r := run(t, env, "cleanup")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "forgot run "+st.RunID)
-	for _, p := range st.Procs {
-		waitGone(t, p.PID)
+			r := run(t, env, "cleanup")
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Contains(t, r.stdout, "forgot run "+st.RunID)
+			for _, p := range st.Procs {
+				waitGone(t, p.PID)
+			}
+			for _, p := range st.Paths {
+				require.NoFileExists(t, p)
+			}
+			if st.NetID != "" {
+				require.Empty(t, netns.Names(st.NetID), "namespaces left")
+			}
+			states, _ = filepath.Glob(filepath.Join(stateDir, "*.json"))
+			require.Empty(t, states)
+			r = run(t, env, "cleanup")
+			require.Contains(t, r.stdout, "nothing to clean up")
+
+			// The history up to the kill is kept and can be checked.
+			r = run(t, nil, "check", filepath.Join(store, "latest"))
+			require.Contains(t, []int{0, 1, 3}, r.code, r.stderr)
+
+			// A second run starts clean.
+			r = run(t, env, append([]string{"run", "--time-limit", "3s", "--store", store, "--quiet"}, tc.args...)...)
+			require.Contains(t, []int{0, 1, 3}, r.code, r.stdout+r.stderr)
+		})
 	}
-	states, _ = filepath.Glob(filepath.Join(stateDir, "*.json"))
-	require.Empty(t, states)
-	r = run(t, env, "cleanup")
-	require.Contains(t, r.stdout, "nothing to clean up")
-
-	// The history up to the kill is kept and can be checked.
-	r = run(t, nil, "check", filepath.Join(store, "latest"))
-	require.Contains(t, []int{0, 1, 3}, r.code, r.stderr)
-
-	// A second run starts clean.
-	r = run(t, env, "run", "--lock", "redis-lua", "--nemesis", "none", "--time-limit", "3s", "--store", store, "--quiet")
-	require.Contains(t, []int{0, 3}, r.code, r.stdout+r.stderr)
 }
 
 func noStateLeft(t *testing.T) {
