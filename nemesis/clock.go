@@ -78,12 +78,15 @@ func (*clock) Run(ctx context.Context, env *Env) error {
 		mu.Unlock()
 
 		var names []string
-		var errs []error
 		for _, n := range targets {
 			names = append(names, n.Name())
+		}
+		// Recorded first: the fault is in effect from the first shift on.
+		end := fault(env, "clock", strings.Join(names, ","), 0, fmt.Sprintf("wall clock +%s right after client %d's grant", jump, p.ID))
+		var errs []error
+		for _, n := range targets {
 			errs = append(errs, n.(clusters.ClockShifter).ShiftClock(jump))
 		}
-		end := fault(env, "clock", strings.Join(names, ","), 0, fmt.Sprintf("wall clock +%s right after client %d's grant", jump, p.ID))
 		if err := errors.Join(errs...); err != nil {
 			end("failed: " + err.Error())
 		}

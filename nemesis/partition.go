@@ -74,8 +74,9 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	var wg sync.WaitGroup
 	// begin applies pairs, then heals them after d, in the background.
 	begin := func(shape, target string, client int, pairs [][2]*netns.Host, d time.Duration) {
-		err := env.Net.Block(context.Background(), pairs)
+		// Recorded first: rules take effect while Block runs.
 		end := fault(env, "partition", target, client, fmt.Sprintf("%s for %s", shape, d.Round(time.Millisecond)))
+		err := env.Net.Block(context.Background(), pairs)
 		if err != nil {
 			end("failed: " + err.Error())
 			mu.Lock()

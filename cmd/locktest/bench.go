@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/history"
+)
+
+func newBenchCmd() *cobra.Command {
+	f := &runFlags{}
+	var runs int
+	c := &cobra.Command{
+		Use:   "bench --lock LIST --nemesis LIST [--runs 3]",
+		Short: "Measure cells over several seeds: start-up, throughput, time from fault to first violation",
+		Long: `Measure cells over several seeds. For every lock x nemesis pair it runs
+--runs runs (seeds --seed, --seed+1, ...) and prints medians: cluster start-up
+time, successful acquires per second, and for unsafe runs the time from the
+start of the fault that preceded the first violation to that violation. The machine may be
+shared and noisy: read medians and ratios, not single figures.`,
+		Example: "  locktest bench --lock redis-lua,redlock --nemesis pause,clock --runs 3 --time-limit 10s",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, f, runs)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.o.Lock, "lock", "redis-lua", "lock schemes, comma separated")
+	fl.StringVar(&f.o.Nemesis, "nemesis", "none", "nemeses, comma separated: one cell each (use + to combine, e.g. pause+kill)")
+	fl.IntVar(&runs, "runs", 3, "runs per cell")
+	fl.DurationVar(&f.o.TimeLimit, "time-limit", 10*time.Second, "how long each run's workload lasts")
+	fl.IntVar(&f.o.Clients, "clients", 5, "client processes")
+	fl.DurationVar(&f.o.TTL, "ttl", time.Second, "lease TTL")
+	fl.StringVar(&f.hold, "hold", "50ms..250ms", "critical section, MIN..MAX")
+	fl.StringVar(&f.think, "think", "10ms..40ms", "pause between attempts, MIN..MAX")
+	fl.Int64Var(&f.o.Seed, "seed", 1, "seed of the first run")
+	fl.DurationVar(&f.o.OpTimeout, "op-timeout", time.Second, "deadline of one request")
+	fl.DurationVar(&f.o.WaitTimeout, "wait-timeout", 5*time.Second, "how long a blocking acquire waits")
+	fl.StringVar(&f.o.Store, "store", "store", "directory that keeps every run")
+	fl.StringToStringVar(&f.o.Params, "param", nil, "scheme or server setting KEY=VALUE")
+	return c
+}
+
+type benchRow struct {
+	lock, nem                 string
+	verdicts                  []string
+	startup, rate, detect     []float64
+	violations, runs, errored int
+}
+
+func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
+	var err error
+	if f.o.Hold, err = parseRange(f.hold); err != nil {
+		return exitCode{exitError, fmt.Errorf("--hold: %w", err)}
+	}
+	if f.o.Think, err = parseRange(f.think); err != nil {
+		return exitCode{exitError, fmt.Errorf("--think: %w", err)}
+	}
+	if runs < 1 || runs > 100 {
+		return exitCode{exitError, fmt.Errorf("--runs must be 1..100 (got %d)", runs)}
+	}
+	out := cmd.OutOrStdout()
+	var rows []*benchRow
+	for _, lock := range strings.Split(f.o.Lock, ",") {
+		for _, nem := range strings.Split(f.o.Nemesis, ",") {
+			row := &benchRow{lock: lock, nem: nem}
+			rows = append(rows, row)
+			for i := 0; i < runs; i++ {
+				o := f.o
+				o.Lock, o.Nemesis = lock, strings.ReplaceAll(nem, "+", ",")
+				o.Seed = f.o.Seed + int64(i)
+				o.Quiet, o.Out, o.Cluster = true, io.Discard, "local"
+				res, err := harness.Run(cmd.Context(), o)
+				if cmd.Context().Err() != nil {
+					return exitCode{code: exitInterrupted}
+				}
+				row.runs++
+				if err != nil {
+					row.errored++
+					fmt.Fprintf(cmd.ErrOrStderr(), "locktest bench: %s/%s seed %d: %v\n", lock, nem, o.Seed, err)
+					continue
+				}
+				r := res.Result
+				row.verdicts = append(row.verdicts, string(r.Verdict))
+				row.startup = append(row.startup, float64(res.Startup.Milliseconds()))
+				if d := r.Counts.DurationNs; d > 0 {
+					row.rate = append(row.rate, float64(r.Counts.AcquiresOK)/(float64(d)/1e9))
+				}
+				if t, ok := firstDamage(r); ok {
+					row.violations++
+					if ff, ok := faultBefore(res.Dir, t); ok {
+						row.detect = append(row.detect, float64(t-ff)/1e6)
+					}
+				}
+				fmt.Fprintf(out, "  %s / %s seed %d: %s (%s)\n", lock, nem, o.Seed, r.Verdict, r.Why)
+			}
+		}
+	}
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "\nLOCK\tNEMESIS\tRUNS\tVERDICTS\tSTART-UP ms (median)\tACQUIRES/s (median)\tFAULT -> VIOLATION ms (median, min-max)\t")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.lock, r.nem, r.runs, tally(r.verdicts, r.errored),
+			med(r.startup, "%.0f"), med(r.rate, "%.1f"), detect(r.detect))
+	}
+	return w.Flush()
+}
+
+// firstDamage is when the first violation happened: the start of the
+// earliest double holder, foreign release, lost update... (a
+// non-linearizable anomaly starts at the first operation it names, which
+// can precede the fault that caused it, so it is left out).
+func firstDamage(r checker.Result) (int64, bool) {
+	t, ok := int64(0), false
+	for _, a := range r.Anomalies {
+		if a.Severity != checker.SeverityViolation || a.Kind == checker.KindNonLinearizable {
+			continue
+		}
+		if !ok || a.Start < t {
+			t, ok = a.Start, true
+		}
+	}
+	return t, ok
+}
+
+// faultBefore returns the start of the last fault that began at or before t.
+func faultBefore(dir string, t int64) (int64, bool) {
+	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return 0, false
+	}
+	start, ok := int64(0), false
+	for _, f := range h.Faults {
+		if f.Start <= t {
+			start, ok = f.Start, true
+		}
+	}
+	return start, ok
+}
+
+func tally(vs []string, errored int) string {
+	n := map[string]int{}
+	for _, v := range vs {
+		n[v]++
+	}
+	var parts []string
+	for _, v := range []string{"safe", "unsafe", "inconclusive"} {
+		if n[v] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n[v], v))
+		}
+	}
+	if errored > 0 {
+		parts = append(parts, fmt.Sprintf("%d error", errored))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func med(xs []float64, format string) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, median(xs))
+}
+
+func detect(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f (%.0f-%.0f)", median(xs), slices.Min(xs), slices.Max(xs))
+}
