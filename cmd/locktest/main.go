@@ -76,7 +76,7 @@ updates and deadlocks.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return exitCode{exitError, fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
-	root.AddCommand(newRunCmd(), newCheckCmd(), newListCmd(), newDoctorCmd(), newCleanupCmd(), newWorkerCmd())
+	root.AddCommand(newRunCmd(), newCheckCmd(), newListCmd(), newDoctorCmd(), newCleanupCmd(), newBenchCmd(), newWorkerCmd())
 	return root
 }
 
