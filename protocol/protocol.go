@@ -79,6 +79,20 @@ type Ready struct {
 	Version int    `json:"version"`
 	PID     int    `json:"pid"`
 	Error   string `json:"error,omitempty"`
+	// Lock says what the client's lock promises, so the checker knows what
+	// to hold it to. Optional: without it the controller assumes a lease
+	// lock (expiring after ttl_ms) with no fencing token.
+	Lock *LockInfo `json:"lock,omitempty"`
+}
+
+// LockInfo describes a client's lock implementation.
+type LockInfo struct {
+	Name           string `json:"name,omitempty"`            // e.g. "redis-py Lock"
+	Lease          bool   `json:"lease"`                     // expires by itself after ttl_ms
+	Fencing        bool   `json:"fencing,omitempty"`         // acquire ok carries a token
+	Reentrant      bool   `json:"reentrant,omitempty"`       // the same client may acquire again while holding
+	ChecksValidity bool   `json:"checks_validity,omitempty"` // stops using the resource when its lease ends (answers valid_ms)
+	Renews         bool   `json:"renews,omitempty"`          // renews its lease while it lives (a watchdog)
 }
 
 // Request is one operation the controller asks for.
@@ -88,6 +102,9 @@ type Request struct {
 	Owner string `json:"owner,omitempty"` // release: the lease to give back
 	// OffsetMs, for clock: the offset to set on the client's clock.
 	OffsetMs int64 `json:"offset_ms,omitempty"`
+	// Mode, for acquire on a read-write lock: "read" (shared) or "write"
+	// (exclusive); empty means an exclusive acquire.
+	Mode string `json:"mode,omitempty"`
 }
 
 // Reply answers the Request with the same ID.

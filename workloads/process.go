@@ -36,7 +36,8 @@ type Process struct {
 	killed  atomic.Bool // killed on purpose (crash-client, shutdown)
 	paused  atomic.Bool
 	grant   history.Event // the completion of the last successful acquire
-	resumed atomic.Int64  // time.Now().UnixNano() of the last Resume
+	ready   protocol.Ready
+	resumed atomic.Int64 // time.Now().UnixNano() of the last Resume
 	mu      sync.Mutex
 }
 
@@ -98,6 +99,9 @@ func startProcess(argv []string, id int, stderrPath string, hello protocol.Hello
 		case ready.Version != protocol.Version:
 			readyc <- fmt.Errorf("client speaks protocol version %d, controller %d", ready.Version, protocol.Version)
 		default:
+			p.mu.Lock()
+			p.ready = ready
+			p.mu.Unlock()
 			readyc <- nil
 		}
 		if err != nil {
@@ -152,17 +156,44 @@ func (p *Process) Grant() history.Event {
 	return p.grant
 }
 
+// Ready returns the client's handshake answer.
+func (p *Process) Ready() protocol.Ready {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ready
+}
+
+// Probe starts argv once as client 0, reads its handshake and shuts it
+// down: it tells what the client's lock promises, and that the program
+// starts at all, before a run depends on it.
+func Probe(argv []string, hello protocol.Hello, stderrPath string, timeout time.Duration) (protocol.Ready, error) {
+	hello.Type, hello.Version, hello.Client = protocol.TypeHello, protocol.Version, 0
+	p, err := startProcess(argv, 0, stderrPath, hello, timeout)
+	if err != nil {
+		return protocol.Ready{}, err
+	}
+	ready := p.Ready()
+	p.Shutdown(2 * time.Second)
+	return ready, nil
+}
+
 // PID returns the OS pid.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
 // Do sends one request and waits for its reply, for at most timeout (the
 // time the process spends stopped by a fault included).
 func (p *Process) Do(op, owner string, timeout time.Duration, offsetMs ...int64) (protocol.Reply, error) {
-	id := p.nextReq.Add(1)
-	req := protocol.Request{ID: id, Op: op, Owner: owner}
+	req := protocol.Request{Op: op, Owner: owner}
 	if len(offsetMs) > 0 {
 		req.OffsetMs = offsetMs[0]
 	}
+	return p.DoRequest(req, timeout)
+}
+
+// DoRequest is Do with the whole request given (its ID is set here).
+func (p *Process) DoRequest(req protocol.Request, timeout time.Duration) (protocol.Reply, error) {
+	id := p.nextReq.Add(1)
+	req.ID = id
 	if err := p.enc.Send(req); err != nil {
 		return protocol.Reply{}, p.deadError(err)
 	}
@@ -196,7 +227,7 @@ func (p *Process) Do(op, owner string, timeout time.Duration, offsetMs ...int64)
 				t.Reset(timeout - since)
 				continue
 			}
-			return protocol.Reply{}, fmt.Errorf("%w: client %d, %s for %s; %s", ErrHung, p.ID, op, timeout, p.stderrTail())
+			return protocol.Reply{}, fmt.Errorf("%w: client %d, %s for %s; %s", ErrHung, p.ID, req.Op, timeout, p.stderrTail())
 		}
 	}
 }
@@ -233,14 +264,16 @@ func (p *Process) Killed() bool { return p.killed.Load() }
 // Kill sends SIGKILL (a crash) and waits for the process to end.
 func (p *Process) Kill() {
 	p.killed.Store(true)
-	_ = p.cmd.Process.Kill()
+	// The whole process group: a client program and whatever it started.
+	_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
 	<-p.exited
 }
 
-// Pause freezes the process (SIGSTOP), as a stop-the-world GC does.
+// Pause freezes the process (SIGSTOP), as a stop-the-world GC does; with it
+// its whole process group (a client program started by a wrapper).
 func (p *Process) Pause() error {
 	p.paused.Store(true)
-	if err := proc.Stop(p.PID()); err != nil {
+	if err := proc.StopGroup(p.PID()); err != nil {
 		p.paused.Store(false)
 		return fmt.Errorf("pause client %d: %w", p.ID, err)
 	}
@@ -249,7 +282,7 @@ func (p *Process) Pause() error {
 
 // Resume continues a paused process (SIGCONT).
 func (p *Process) Resume() error {
-	err := syscall.Kill(p.PID(), syscall.SIGCONT)
+	err := syscall.Kill(-p.PID(), syscall.SIGCONT)
 	p.resumed.Store(time.Now().UnixNano())
 	p.paused.Store(false)
 	if err != nil && !errors.Is(err, syscall.ESRCH) {
@@ -270,7 +303,7 @@ func (p *Process) Shutdown(grace time.Duration) {
 	select {
 	case <-p.exited:
 	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
+		_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
 		<-p.exited
 	}
 	_ = p.stdin.Close()

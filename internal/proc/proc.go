@@ -20,6 +20,15 @@ func Stop(pid int) error {
 	return waitStopped(pid, time.Second)
 }
 
+// StopGroup stops the whole process group led by pid (a client program and
+// anything it started) and returns once pid itself has stopped.
+func StopGroup(pid int) error {
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		return err
+	}
+	return waitStopped(pid, time.Second)
+}
+
 // Cont sends SIGCONT to pid.
 func Cont(pid int) error { return syscall.Kill(pid, syscall.SIGCONT) }
 

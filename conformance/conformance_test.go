@@ -1,0 +1,85 @@
+package conformance
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/protocol"
+)
+
+func redis(t *testing.T) clusters.Cluster {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("redis-server not installed under CI: %v", err)
+		}
+		t.Skip("redis-server not installed: run scripts/install.sh")
+	}
+	cl, err := local.Backend{}.Start(context.Background(), clusters.Spec{Topology: "redis", Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Stop(context.Background()) })
+	return cl
+}
+
+func example(t *testing.T, p string) string {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join("..", "examples", p))
+	require.NoError(t, err)
+	return abs
+}
+
+func hello(cl clusters.Cluster) protocol.Hello {
+	return protocol.Hello{Lock: "client-cmd", Servers: cl.Addrs(), Key: "conf", TTLMillis: 5000, OpTimeoutMs: 1000, Seed: 1}
+}
+
+func TestRedisPyAdapterConforms(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3-redis missing under CI")
+		}
+		t.Skip("apt-get install -y python3-redis")
+	}
+	cl := redis(t)
+	rep := Run([]string{"/usr/bin/python3", example(t, "redis-py/client.py")}, hello(cl), 5*time.Second, io.Discard)
+	for _, f := range rep.Findings {
+		t.Logf("%v %s: %s", f.OK, f.Step, f.Detail)
+	}
+	require.Zero(t, rep.Violations)
+	require.GreaterOrEqual(t, len(rep.Findings), 10)
+}
+
+func TestBrokenClientsAreReported(t *testing.T) {
+	cl := redis(t)
+	cases := []struct {
+		script string
+		want   string
+	}{
+		{"broken/crash.sh", "exited before its ready message"},
+		{"broken/garbage.sh", "malformed reply"},
+		{"broken/silent.sh", "no reply within"},
+		{"broken/wrong-ids.sh", "reply id 999 answers request 1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.script, func(t *testing.T) {
+			rep := Run([]string{example(t, tc.script)}, hello(cl), time.Second, io.Discard)
+			require.Positive(t, rep.Violations)
+			var all []string
+			for _, f := range rep.Findings {
+				if !f.OK {
+					all = append(all, f.Detail)
+				}
+			}
+			require.Contains(t, strings.Join(all, "\n"), tc.want)
+		})
+	}
+}
