@@ -7,6 +7,7 @@ package clusters
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -47,6 +48,15 @@ type Failoverer interface {
 	Rejoin(ctx context.Context) error
 }
 
+// Leader is a replicated topology with an elected leader (ZooKeeper,
+// etcd). The kill and pause-server faults aim at it with --param
+// kill=leader / pause-server=leader.
+type Leader interface {
+	// Leader returns the node that leads now, waiting (bounded) while an
+	// election is under way.
+	Leader(ctx context.Context) (Node, error)
+}
+
 // Spec says what to start and where.
 type Spec struct {
 	Topology string            // e.g. "redis"
@@ -59,6 +69,20 @@ type Spec struct {
 	// ClockShim starts servers under a per-process wall-clock shim, so a
 	// clock fault can shift one server's time (see ClockShifter).
 	ClockShim bool
+	// RunID labels what a backend creates outside the run directory
+	// (containers, networks), so `locktest cleanup` can find it.
+	RunID string
+	// NetID, for a backend that brings its own network (Networked), asks
+	// for partitions: it prefixes the names of the network namespaces the
+	// backend makes. Empty: no partitions.
+	NetID string
+}
+
+// Networked is a cluster that brings its own network layer (the docker
+// backend: the containers' namespaces, and client namespaces on the Docker
+// network's bridge); the harness uses its Net instead of Spec.Net.
+type Networked interface {
+	Net() *netns.Net // nil when the run asked for no partitions
 }
 
 // ClockShifter is a node whose wall clock can be shifted without touching
@@ -95,22 +119,42 @@ type Requirement struct {
 
 // Requirements lists, per topology, the programs the local backend runs.
 var Requirements = map[string][]Requirement{
-	"redis":  {{"redis-server", "redis-server"}},
-	"redis5": {{"redis-server", "redis-server"}},
+	"redis":          {{"redis-server", "redis-server"}},
+	"redis5":         {{"redis-server", "redis-server"}},
+	"redis-sentinel": {{"redis-server", "redis-server"}, {"redis-sentinel", "redis-sentinel"}},
+	"mysql":          {{"mariadbd", "mariadb-server"}, {"mariadb-install-db", "mariadb-server"}},
+	"mysql-replicated": {{"mariadbd", "mariadb-server"}, {"mariadb-install-db", "mariadb-server"},
+		{"mariadb-dump", "mariadb-client"}, {"mariadb", "mariadb-client"}},
+	"zk3":   {{"java", "zookeeper"}, {"/usr/share/java/zookeeper.jar", "zookeeper"}},
+	"etcd3": {{"etcd", "etcd-server"}},
 }
 
+// SentinelMaster is the name under which Sentinel topologies monitor their
+// master; clients ask Sentinel for the master by this name.
+const SentinelMaster = "locktest"
+
 // InstallHint is the command that installs every package locktest uses.
-const InstallHint = "sudo ./scripts/install.sh   (or: apt-get update && apt-get install -y redis-server redis-tools iproute2 iptables)"
+const InstallHint = "sudo ./scripts/install.sh   (or: apt-get update && apt-get install -y redis-server redis-sentinel redis-tools mariadb-server mariadb-client zookeeper etcd-server etcd-client iproute2 iptables)"
 
 // Missing returns the requirements of topology that are not on PATH.
 func Missing(topology string) []Requirement {
 	var out []Requirement
 	for _, r := range Requirements[topology] {
-		if _, err := exec.LookPath(r.Binary); err != nil {
+		if _, err := Find(r); err != nil {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// Find returns where requirement r is: a program on PATH, or a file given
+// by its absolute path (a jar, which is not executable).
+func Find(r Requirement) (string, error) {
+	if strings.HasPrefix(r.Binary, "/") {
+		_, err := os.Stat(r.Binary)
+		return r.Binary, err
+	}
+	return exec.LookPath(r.Binary)
 }
 
 // MissingError says which programs are missing and how to install them.

@@ -12,10 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
@@ -46,10 +48,21 @@ type Options struct {
 	OpTimeout   time.Duration   `json:"op_timeout"`
 	Store       string          `json:"store"`
 	Cluster     string          `json:"cluster"`
-	Quiet       bool            `json:"quiet"`
+	// Topology overrides the scheme's own topology with another it runs
+	// on (locks.Scheme.Topologies), e.g. mysql-replicated.
+	Topology string `json:"topology,omitempty"`
+	Quiet    bool   `json:"quiet"`
 	// Params are scheme- and server-specific settings (--param KEY=VALUE),
 	// passed to the cluster and to every client.
 	Params map[string]string `json:"params,omitempty"`
+	// Images overrides, per kind of server ("redis"), the image the docker
+	// backend runs (--image KIND=IMAGE; else $LOCKTEST_IMAGE_<KIND>, else
+	// the official image).
+	Images map[string]string `json:"images,omitempty"`
+	// ClientCmd is a shell command that runs the user's own client program
+	// (speaking the protocol in docs/protocol.md); --topology says which
+	// servers it gets.
+	ClientCmd string `json:"client_cmd,omitempty"`
 	// ClientArgv runs a client process; nil means this executable's hidden
 	// worker command.
 	ClientArgv []string `json:"client_argv,omitempty"`
@@ -63,6 +76,36 @@ type Outcome struct {
 	Dir         string
 	Result      checker.Result
 	Interrupted bool
+	Startup     time.Duration // cluster start-up, until every server answered
+	NetID       string        // prefix of the run's network namespaces, "" without
+}
+
+// ClientError is a client program that misbehaves (crashes at start,
+// prints garbage, never answers): a harness error, never a lock verdict.
+type ClientError struct{ Err error }
+
+func (e ClientError) Error() string { return e.Err.Error() }
+func (e ClientError) Unwrap() error { return e.Err }
+
+// runSeq numbers the runs of this process.
+var runSeq atomic.Int64
+
+// replyLimit is how long a running client may take to answer one request,
+// the time it spends frozen by a fault not counted: its own deadline for the
+// request, plus a blocking wait, plus slack.
+func replyLimit(o Options) time.Duration {
+	d := o.OpTimeout + 5*time.Second
+	if o.Wait {
+		d += o.WaitTimeout
+	}
+	return d
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }
 
 // UsageError is an error in the options: exit code 2, one line.
@@ -76,6 +119,18 @@ func usage(format string, a ...any) error { return UsageError{fmt.Errorf(format,
 // Validate checks the options and returns the scheme and nemeses they name.
 func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) {
 	s, ok := locks.Lookup(o.Lock)
+	if o.ClientCmd != "" {
+		if o.Topology == "" {
+			return s, nil, nil, usage("--client-cmd needs --topology (the servers your client uses, e.g. redis)")
+		}
+		name := o.Lock
+		if name == "" {
+			name = "client-cmd"
+		}
+		// What the lock promises comes from the program's ready message;
+		// until then assume a lease lock that may have tokens.
+		s, ok = locks.Scheme{Name: name, Topology: o.Topology, Lease: true, Fencing: true}, true
+	}
 	if !ok {
 		return s, nil, nil, usage("unknown lock %q (known: %s)", o.Lock, strings.Join(locks.Names(), ", "))
 	}
@@ -101,10 +156,30 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	case o.Fence && !s.Fencing:
 		return s, nil, nil, usage("lock %s cannot hand out fencing tokens", s.Name)
 	}
-	if o.Cluster != "local" {
-		return s, nil, nil, usage("unknown cluster backend %q (this build has: local)", o.Cluster)
+	if o.Cluster != "local" && o.Cluster != "docker" && o.Cluster != "compose" {
+		return s, nil, nil, usage("unknown cluster backend %q (this build has: local, docker, compose)", o.Cluster)
 	}
-	if m := clusters.Missing(s.Topology); len(m) > 0 {
+	topology := o.topologyOf(s)
+	if !s.RunsOn(topology) {
+		return s, nil, nil, usage("lock %s does not run on topology %q (it runs on: %s)", s.Name, topology, strings.Join(append([]string{s.Topology}, s.Topologies...), ", "))
+	}
+	if o.Cluster != "local" {
+		if err := validateContainers(o.Cluster, topology, ns); err != nil {
+			return s, nil, nil, err
+		}
+	}
+	for kind := range o.Images {
+		if o.Cluster != "docker" {
+			return s, nil, nil, usage("--image applies to --cluster docker only")
+		}
+		if kind != docker.KindRedis {
+			return s, nil, nil, usage("--image %s=...: unknown kind of server (known: %s)", kind, docker.KindRedis)
+		}
+	}
+	if needsFailover(ns) && !local.FailsOver(topology) {
+		return s, nil, nil, usage("the failover fault needs a topology with a primary and a replica; %s has none (with the MySQL schemes: --topology mysql-replicated)", topology)
+	}
+	if m := clusters.Missing(topology); len(m) > 0 && o.Cluster == "local" {
 		return s, nil, nil, UsageError{clusters.MissingError(m)}
 	}
 	if needsNet(ns) {
@@ -112,7 +187,7 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 			return s, nil, nil, UsageError{err}
 		}
 	}
-	if needsClockShim(ns) {
+	if needsClockShim(ns) && o.Cluster == "local" {
 		for _, lib := range []string{clusters.FaketimeLib, clusters.MallocDebugLib} {
 			if _, err := os.Stat(lib); err != nil {
 				return s, nil, nil, usage("the clock fault needs %s: install it with `apt-get install -y libfaketime`", lib)
@@ -122,7 +197,40 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	if _, err := nemesis.ParseShapes(o.Params["partition"]); err != nil {
 		return s, nil, nil, usage("--param partition: %v", err)
 	}
+	if _, _, err := nemesis.ParsePause(o.Params["pause"]); err != nil {
+		return s, nil, nil, usage("--param pause: %v", err)
+	}
 	return s, ns, names, nil
+}
+
+// validateContainers checks a run on the docker or compose backend: only
+// the topologies clusters/docker lists, and no fault that backend lacks.
+func validateContainers(backend, topology string, ns []nemesis.Nemesis) error {
+	if !docker.Supports(topology) {
+		return usage("--cluster %s runs the topologies %s; %s runs only on --cluster local", backend, strings.Join(docker.Names(), ", "), topology)
+	}
+	if backend == "compose" && needsClockShim(ns) {
+		return usage("the clock fault needs the clock shim, which --cluster compose cannot add to a running stack: use --cluster docker")
+	}
+	return nil
+}
+
+// topologyOf is the topology a run of s starts: --topology, else the
+// scheme's own.
+func (o *Options) topologyOf(s locks.Scheme) string {
+	if o.Topology != "" {
+		return o.Topology
+	}
+	return s.Topology
+}
+
+func needsFailover(ns []nemesis.Nemesis) bool {
+	for _, n := range ns {
+		if f, ok := n.(nemesis.FailoverNeeder); ok && f.NeedsFailover() {
+			return true
+		}
+	}
+	return false
 }
 
 func needsClockShim(ns []nemesis.Nemesis) bool {
@@ -161,11 +269,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		}
 	}
 	started := time.Now()
-	dir, err := newRunDir(o.Store, o.Lock, strings.Join(names, "+"), started)
+	dir, err := newRunDir(o.Store, scheme.Name, strings.Join(names, "+"), started)
 	if err != nil {
 		return nil, err
 	}
-	runID := "lt" + started.Format("150405") + fmt.Sprintf("%04x", os.Getpid()&0xffff)
+	// Unique per run, even for runs a process starts in the same instant.
+	seq := runSeq.Add(1)
+	runID := "lt" + started.Format("150405") + fmt.Sprintf("%04x%02x", os.Getpid()&0xffff, seq&0xff)
 	tracker, err := runstate.Open(runID, dir)
 	if err != nil {
 		return nil, err
@@ -177,7 +287,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), map[string]any{
 		"options": o, "run_id": runID, "version": Version, "started": started.Format(time.RFC3339Nano),
-		"scheme":  map[string]any{"name": scheme.Name, "topology": scheme.Topology, "lease": scheme.Lease, "fencing": scheme.Fencing},
+		"scheme":  map[string]any{"name": scheme.Name, "topology": o.topologyOf(scheme), "lease": scheme.Lease, "fencing": scheme.Fencing, "reentrant": scheme.Reentrant},
 		"nemeses": names,
 	}); err != nil {
 		return nil, err
@@ -188,9 +298,22 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	// Cluster.
 	t0 := time.Now()
 	var backend clusters.Backend = local.Backend{}
+	spec := clusters.Spec{Topology: o.topologyOf(scheme), Dir: dir, Tracker: tracker, Params: o.Params, ClockShim: needsClockShim(nemeses), RunID: runID}
+	switch o.Cluster {
+	case "docker":
+		backend = docker.Backend{Images: o.Images}
+		tracker.SetDocker(os.Getenv("DOCKER_HOST"))
+	case "compose":
+		backend = docker.Compose{}
+	}
 	var network *netns.Net
-	if needsNet(nemeses) {
-		netID := netns.Prefix + fmt.Sprintf("%x", started.UnixNano()%0xffffff) + fmt.Sprintf("%x", os.Getpid()%0xfff)
+	var netID string
+	if needsNet(nemeses) && o.Cluster != "local" {
+		// The container backends bring their own network (clusters.Networked).
+		spec.NetID = netns.Prefix + fmt.Sprintf("%x", started.UnixNano()%0xffffff) + fmt.Sprintf("%x", os.Getpid()%0xfff)
+		tracker.SetNet(spec.NetID)
+	} else if needsNet(nemeses) {
+		netID = netns.Prefix + fmt.Sprintf("%x%x%02x", started.UnixNano()%0xffffff, os.Getpid()%0xfff, seq&0xff)
 		tracker.SetNet(netID)
 		if network, err = netns.New(netID); err != nil {
 			return nil, err
@@ -202,18 +325,69 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			_ = network.Close()
 		}()
 	}
-	cl, err := backend.Start(ctx, clusters.Spec{Topology: scheme.Topology, Dir: dir, Tracker: tracker, Params: o.Params, Net: network, ClockShim: needsClockShim(nemeses)})
+	spec.Net = network
+	cl, err := backend.Start(ctx, spec)
 	if err != nil {
-		return nil, fmt.Errorf("start %s cluster: %w", scheme.Topology, err)
+		return nil, fmt.Errorf("start %s cluster: %w", o.topologyOf(scheme), err)
+	}
+	if nw, ok := cl.(clusters.Networked); ok && nw.Net() != nil {
+		network = nw.Net() // closed by cl.Stop
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_ = cl.Stop(sctx)
 	}()
-	say("cluster %s up in %s: %s", scheme.Topology, time.Since(t0).Round(time.Millisecond), strings.Join(cl.Addrs(), " "))
+	startup := time.Since(t0)
+	say("cluster %s up in %s: %s", o.topologyOf(scheme), startup.Round(time.Millisecond), strings.Join(cl.Addrs(), " "))
 
 	// History.
+	argv := o.ClientArgv
+	if o.ClientCmd != "" {
+		// exec: the process the harness pauses and kills is the user's
+		// program itself, not a shell around it.
+		argv = []string{"sh", "-c", "exec " + o.ClientCmd}
+	}
+	if argv == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		argv = []string{exe, "worker"}
+	}
+	hello := protocol.Hello{
+		Lock: scheme.Name, Servers: cl.Addrs(), Key: "locktest:lock", TTLMillis: o.TTL.Milliseconds(),
+		Fence: o.Fence, Wait: o.Wait, WaitTimeoutMs: o.WaitTimeout.Milliseconds(),
+		OpTimeoutMs: o.OpTimeout.Milliseconds(), Seed: o.Seed, Params: o.Params,
+	}
+	if o.ClientCmd != "" {
+		// The user's program says what its lock promises, and shows that it
+		// starts at all, before the run depends on it.
+		probeArgv := argv
+		if network != nil {
+			h, err := network.AddHost("probe")
+			if err != nil {
+				return nil, err
+			}
+			probeArgv = h.Command(argv...)
+		}
+		ready, err := workloads.Probe(probeArgv, hello, filepath.Join(dir, "clients", "probe.stderr"), 10*time.Second)
+		if err != nil {
+			return nil, ClientError{fmt.Errorf("--client-cmd %q: %w", o.ClientCmd, err)}
+		}
+		if li := ready.Lock; li != nil {
+			scheme.Lease, scheme.Fencing, scheme.Reentrant = li.Lease, li.Fencing, li.Reentrant
+			scheme.ChecksValidity, scheme.Renews = li.ChecksValidity, li.Renews
+			if li.Name != "" {
+				scheme.Summary = li.Name
+			}
+		}
+		if o.Fence && !scheme.Fencing {
+			return nil, ClientError{fmt.Errorf("--fence: the client program's lock (%s) hands out no fencing tokens (its ready message says fencing: false)", scheme.Name)}
+		}
+		say("client program: %s (lease %v, fencing %v, reentrant %v)", orDefault(scheme.Summary, o.ClientCmd), scheme.Lease, scheme.Fencing, scheme.Reentrant)
+	}
+
 	base := history.Monotonic()
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), base, false)
 	if err != nil {
@@ -222,11 +396,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	defer rec.Close()
 	ttl := o.TTL
 	info := &history.RunInfo{
-		FormatVersion: history.FormatVersion, Lock: o.Lock, Nemeses: names, Seed: o.Seed,
+		FormatVersion: history.FormatVersion, Lock: scheme.Name, Nemeses: names, Seed: o.Seed,
 		Clients: o.Clients, Lease: scheme.Lease, Fence: o.Fence, Fencing: scheme.Fencing && o.Fence, Wait: o.Wait,
 		TimeLimitMs: o.TimeLimit.Milliseconds(), StartedAt: started.Format(time.RFC3339), Cluster: o.Cluster,
-		Topology: scheme.Topology, Version: Version, Servers: cl.Versions(), Command: o.Command,
+		Topology: o.topologyOf(scheme), Version: Version, Servers: cl.Versions(), Command: o.Command,
 		DeadlockMs: (2*ttl + time.Second).Milliseconds(), BaseMonotonic: base,
+		Reentrant: scheme.Reentrant, Renews: scheme.Renews, ChecksValidity: scheme.ChecksValidity,
+		ReadWrite: scheme.ReadWrite,
 	}
 	if scheme.Lease {
 		info.TTLMillis = ttl.Milliseconds()
@@ -237,27 +413,16 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	rec.RecordAt(history.Event{Type: history.Run, Info: info}, 0)
 
-	argv := o.ClientArgv
-	if argv == nil {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		argv = []string{exe, "worker"}
-	}
-	var maxPause time.Duration = 3*ttl + time.Second
 	wl := workloads.NewRunner(workloads.Config{
 		Clients: o.Clients, Argv: argv,
-		Hello: protocol.Hello{
-			Lock: o.Lock, Servers: cl.Addrs(), Key: "locktest:lock", TTLMillis: ttl.Milliseconds(),
-			Fence: o.Fence, Wait: o.Wait, WaitTimeoutMs: o.WaitTimeout.Milliseconds(),
-			OpTimeoutMs: o.OpTimeout.Milliseconds(), Seed: o.Seed, Params: o.Params,
-		},
-		Hold: o.Hold, Think: o.Think, Seed: o.Seed, Dir: dir,
-		ReplyLimit: o.OpTimeout + o.WaitTimeout + maxPause + 10*time.Second,
+		Hello: hello,
+		Hold:  o.Hold, Think: o.Think, Seed: o.Seed, Dir: dir,
+		ReplyLimit: replyLimit(o),
 		StartLimit: 10 * time.Second,
 		ClientHost: clientHost(network),
 		Tracker:    tracker, Recorder: rec, Resource: workloads.NewResource(0, o.Fence),
+		Reentrant: scheme.Reentrant,
+		ReadWrite: scheme.ReadWrite,
 	})
 	procs, err := wl.Start()
 	if err != nil {
@@ -299,7 +464,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Outcome{Dir: dir, Result: *res, Interrupted: interrupted}, nil
+	return &Outcome{Dir: dir, Result: *res, Interrupted: interrupted, Startup: startup, NetID: netID}, nil
 }
 
 // clientHost gives each client its own namespace when the run has a
@@ -326,7 +491,7 @@ func CheckDir(dir string, out io.Writer, quiet bool) (*checker.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := reports.WriteRunHTML(f, h, &res); err != nil {
+	if err := reports.WriteRunPage(f, h, &res, reports.RunFiles(dir)); err != nil {
 		f.Close()
 		return nil, err
 	}

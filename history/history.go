@@ -53,6 +53,12 @@ const (
 	Write   Op = "write"
 )
 
+// Modes of an acquire on a read-write lock (Event.Mode).
+const (
+	ModeRead  = "read"
+	ModeWrite = "write"
+)
+
 // Reasons for a Fail completion.
 const (
 	ReasonHeld       = "held"        // acquire: somebody else holds the lock
@@ -87,6 +93,10 @@ type Event struct {
 	Error   string `json:"error,omitempty"`   // error text for Fail and Info
 	Latency int64  `json:"latency,omitempty"` // completions: ns since the invocation
 
+	// Mode, for an acquire of a read-write lock: ModeRead (shared) or
+	// ModeWrite (exclusive); empty for an exclusive lock.
+	Mode string `json:"mode,omitempty"`
+
 	Fault   string `json:"fault,omitempty"`    // fault name for FaultStart/FaultEnd
 	FaultID int64  `json:"fault_id,omitempty"` // pairs a fault's start and end
 	Target  string `json:"target,omitempty"`   // what the fault hit, e.g. "client 3", "redis-1"
@@ -119,6 +129,17 @@ type RunInfo struct {
 	ResourceStart int64    `json:"resource_start"`              // initial value of the resource
 	Extra         any      `json:"extra,omitempty"`             // scheme-specific settings
 	BaseMonotonic int64    `json:"base_monotonic_ns,omitempty"` // CLOCK_MONOTONIC at Time 0
+	Reentrant     bool     `json:"reentrant,omitempty"`         // each cycle acquires twice (nested) and releases twice
+	// Renews: the client renews its lease while it lives (a watchdog), so
+	// a lease outlives grant + TTL as long as its holder runs; when it
+	// ends is not recorded.
+	Renews bool `json:"renews,omitempty"`
+	// ChecksValidity: the client stops using the resource once its own
+	// computed validity ends (Operation.ValidUntil).
+	ChecksValidity bool `json:"checks_validity,omitempty"`
+	// ReadWrite: the lock has shared (read) and exclusive (write) holders;
+	// acquires carry Mode, and readers only read the resource.
+	ReadWrite bool `json:"read_write,omitempty"`
 }
 
 // Int64 returns a pointer to v, for the optional fields of Event.

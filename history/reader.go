@@ -36,6 +36,7 @@ type Operation struct {
 	Return  int64 // completion time; Never when it never completed
 	Type    Type  // OK, Fail or Info; Info when it never completed
 	Owner   string
+	Mode    string // acquire: ModeRead or ModeWrite on a read-write lock; "" otherwise
 	Token   *int64
 	Value   *int64
 	Prev    *int64
@@ -151,7 +152,7 @@ func FromEvents(events []Event) (*History, error) {
 			h.Ops = append(h.Ops, Operation{
 				Client: e.Client, Op: e.Op, OpID: e.OpID, Call: e.Time,
 				Return: Never, Completed: Never, Type: Info, ValidUntil: Never,
-				Owner: e.Owner, Token: e.Token, Value: e.Value,
+				Owner: e.Owner, Token: e.Token, Value: e.Value, Mode: e.Mode,
 				Index: len(h.Ops),
 			})
 		case OK, Fail, Info:

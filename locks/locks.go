@@ -49,6 +49,10 @@ var (
 	// ErrIndeterminate marks an error after which the client cannot know
 	// whether the operation took effect, whatever the underlying error says.
 	ErrIndeterminate = errors.New("outcome unknown")
+	// ErrRejected: the operation surely had no effect, for a reason other
+	// than the lock: no server could be reached or would take the request
+	// (a read-only replica), or the server refused the statement.
+	ErrRejected = errors.New("request rejected, no effect")
 )
 
 // Lock is one client's handle on one lock. Methods are called by one
@@ -94,12 +98,24 @@ type Scheme struct {
 	Name     string
 	Summary  string
 	Topology string // which servers it needs, e.g. "redis"
-	Lease    bool   // the lock expires by itself after the TTL
-	Fencing  bool   // can hand out fencing tokens (--fence)
+	// Topologies lists the other topologies it also runs on, chosen with
+	// --topology (the MySQL schemes run on "mysql-replicated" too).
+	Topologies []string
+	Lease      bool // the lock expires by itself after the TTL
+	Fencing    bool // can hand out fencing tokens (--fence)
 	// ChecksValidity: the client stops using the resource once its own
 	// computed validity (Lease.ValidUntil, on its clock) has passed.
 	ChecksValidity bool
-	New            func(Config) (Lock, error)
+	// Reentrant: the same client can take the lock again while it holds
+	// it, and must release it as many times; the workload then acquires
+	// twice and releases twice in every cycle.
+	Reentrant bool
+	// ReadWrite: the lock has shared (read) and exclusive (write) holders
+	// (a ModeLock); the workload mixes readers and writers.
+	ReadWrite bool
+	// Renews: a watchdog renews the lease while the holder lives.
+	Renews bool
+	New    func(Config) (Lock, error)
 }
 
 // Schemes is the registry of every scheme, in the order `locktest list`
@@ -117,6 +133,43 @@ var Schemes = []Scheme{
 		Summary: "SET NX PX; release Lua that returns 1 when the key is not ours, reporting an expired lease as released."},
 	{Name: "redlock", Topology: "redis5", Lease: true, ChecksValidity: true, New: newRedlock,
 		Summary: "Redlock over 5 independent masters: majority of SET NX PX within the TTL, validity = TTL - elapsed - drift; no fencing token."},
+	{Name: "redisson", Topology: "redis", Lease: true, Renews: true, Fencing: true, Reentrant: true, New: newRedisson,
+		Summary: "Redisson's RLock: hash {uuid:thread: count} by HINCRBY + PEXPIRE in Lua, reentrant; a watchdog renews the lease every TTL/3; unlock publishes, --wait wakes on it."},
+	{Name: "redis-sentinel", Topology: "redis-sentinel", Lease: true, Fencing: true, New: newSentinelLua,
+		Summary: "SET NX PX + Lua release on the master Sentinel names (master, 2 async replicas, 3 sentinels); follows the new master after a failover."},
+	{Name: "mysql-optimistic", Topology: "mysql", Topologies: mysqlAlso, Lease: true, Fencing: true, New: newMySQLOptimistic,
+		Summary: "read status+version; UPDATE SET status=1, version=version+1 WHERE version=? (a lease: an expired lock may be taken over); release CAS back by owner and version. The version is the fencing token."},
+	{Name: "mysql-for-update", Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLForUpdate,
+		Summary: "BEGIN; SELECT ... FOR UPDATE NOWAIT on the lock row, the transaction open for the whole hold; release COMMIT. The server drops the lock with an idle connection (wait_timeout)."},
+	{Name: "mysql-unique", Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLUnique,
+		Summary: "INSERT into a table with a unique key on the lock name; release DELETE by owner. A crashed holder's row stays forever."},
+	{Name: "mysql-unique-expiry", Topology: "mysql", Topologies: mysqlAlso, Lease: true, Fencing: true, New: newMySQLUniqueExpiry,
+		Summary: "as mysql-unique plus an expiry column: an acquirer first deletes an expired row (the cleanup job); release DELETE by owner."},
+	{Name: "mysql-get-lock", Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLGetLock,
+		Summary: "GET_LOCK(name, 0) on a pinned connection; release RELEASE_LOCK. The lock lives and dies with the session."},
+	{Name: "zk", Topology: "zk3", Lease: true, Renews: true, Fencing: true, Reentrant: true, New: newZKMutex,
+		Summary: "Curator InterProcessMutex on ZooKeeper: protected EPHEMERAL_SEQUENTIAL node, lowest sequence holds, waiters watch their predecessor; reentrant. The node dies with the session (timeout = --ttl), but the client keeps believing. Token: the node's sequence number."},
+	{Name: "zk-strict", Topology: "zk3", Lease: true, Renews: true, Fencing: true, Reentrant: true, ChecksValidity: true, New: newZKStrict,
+		Summary: "zk, but a connection loss (SUSPENDED), an expired session or 2/3 of the session timeout without word from the server counts as lock lost: the client stops using the resource (Curator tech note)."},
+	{Name: "zk-semaphore", Topology: "zk3", Lease: true, Renews: true, Fencing: true, New: newZKSemaphore,
+		Summary: "Curator InterProcessSemaphoreMutex: a one-lease semaphore (an internal mutex serializes the lease count); not reentrant."},
+	{Name: "zk-rw", Topology: "zk3", Lease: true, Renews: true, Fencing: true, ReadWrite: true, New: newZKRW,
+		Summary: "Curator InterProcessReadWriteLock: __READ__/__WRIT__ sequential nodes; a writer holds when lowest, a reader when no writer precedes it. The workload mixes readers (2/3) and writers."},
+	{Name: "etcd", Topology: "etcd3", Lease: true, Renews: true, Fencing: true, New: newEtcdMutex,
+		Summary: "etcd concurrency mutex: session lease (TTL = --ttl, whole seconds) kept alive by the client, key per waiter, lowest create revision holds; try-lock, --wait watches the predecessor. Token: the key's create revision."},
+}
+
+// RunsOn reports whether the scheme can run on topology.
+func (s Scheme) RunsOn(topology string) bool {
+	if topology == s.Topology {
+		return true
+	}
+	for _, t := range s.Topologies {
+		if t == topology {
+			return true
+		}
+	}
+	return false
 }
 
 // Lookup finds a scheme by name.
@@ -175,6 +228,8 @@ func Classify(err error) (history.Type, string) {
 		return history.Fail, history.ReasonHeld
 	case errors.Is(err, ErrNotOwner):
 		return history.Fail, history.ReasonNotOwner
+	case errors.Is(err, ErrRejected):
+		return history.Fail, history.ReasonError
 	case isDialError(err):
 		return history.Fail, history.ReasonError
 	}
@@ -196,8 +251,20 @@ func isDialError(err error) bool {
 // lock is held or the server cannot be reached, until timeout. An
 // indeterminate attempt ends the wait at once (the caller cannot know
 // whether it holds the lock). When the time is up the error wraps ErrHeld.
+// A lock that waits its own way (a Waiter, such as Redisson's, which wakes
+// on the unlock message) does that instead, with the same timeout.
 func Blocking(l Lock, interval, timeout time.Duration, r *rand.Rand) Lock {
+	if w, ok := l.(Waiter); ok {
+		return w.Wait(timeout)
+	}
 	return &blocking{Lock: l, interval: interval, timeout: timeout, rand: r}
+}
+
+// Waiter is a lock with its own blocking acquire. Wait returns the lock
+// whose Acquire waits up to timeout while the lock is held; when the time
+// is up the error wraps ErrHeld.
+type Waiter interface {
+	Wait(timeout time.Duration) Lock
 }
 
 type blocking struct {

@@ -32,7 +32,13 @@ func startRedis(tb testing.TB) clusters.Cluster {
 
 func newLock(tb testing.TB, s locks.Scheme, addr string, client int, ttl time.Duration, fence bool) locks.Lock {
 	tb.Helper()
-	l, err := s.New(locks.Config{Addrs: []string{addr}, Key: "k:" + s.Name, TTL: ttl, Fence: fence, OpTimeout: time.Second, Client: client})
+	return newLockOn(tb, s, []string{addr}, client, ttl, fence)
+}
+
+// newLockOn is newLock on several addresses (e.g. the sentinels).
+func newLockOn(tb testing.TB, s locks.Scheme, addrs []string, client int, ttl time.Duration, fence bool) locks.Lock {
+	tb.Helper()
+	l, err := s.New(locks.Config{Addrs: addrs, Key: "k:" + s.Name, TTL: ttl, Fence: fence, OpTimeout: time.Second, Client: client})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = l.Close() })
 	return l
@@ -42,17 +48,33 @@ func newLock(tb testing.TB, s locks.Scheme, addr string, client int, ttl time.Du
 // held, release by the holder, fencing tokens that grow, and what happens
 // after the lease ran out.
 func TestConformance(t *testing.T) {
-	cl := startRedis(t)
-	addr := cl.Addrs()[0]
 	ctx := context.Background()
+	// One cluster per topology, started when a scheme first needs it and
+	// stopped when the whole test ends.
+	started := map[string]clusters.Cluster{}
+	parent := t
+	addrs := func(topology string) []string {
+		if cl, ok := started[topology]; ok {
+			return cl.Addrs()
+		}
+		var cl clusters.Cluster
+		if topology == "redis-sentinel" {
+			cl = startSentinel(parent)
+		} else {
+			cl = startRedis(parent)
+		}
+		started[topology] = cl
+		return cl.Addrs()
+	}
 	for _, s := range locks.Schemes {
-		if s.Topology != "redis" {
+		if s.Topology != "redis" && s.Topology != "redis-sentinel" {
 			continue // schemes on other topologies have their own tests
 		}
 		t.Run(s.Name, func(t *testing.T) {
 			ttl := 300 * time.Millisecond
-			a := newLock(t, s, addr, 1, ttl, true)
-			b := newLock(t, s, addr, 2, ttl, true)
+			addr := addrs(s.Topology)
+			a := newLockOn(t, s, addr, 1, ttl, true)
+			b := newLockOn(t, s, addr, 2, ttl, true)
 
 			la, err := a.Acquire(ctx)
 			require.NoError(t, err)
@@ -74,9 +96,17 @@ func TestConformance(t *testing.T) {
 			require.Greater(t, *lb.Token, *la.Token, "tokens grow")
 			require.NotEqual(t, la.Owner, lb.Owner)
 
-			// After the lease: schemes with expiry let another client in.
+			// After the lease: schemes with expiry let another client in,
+			// unless a watchdog renews the lease while its holder runs.
 			time.Sleep(ttl + 100*time.Millisecond)
 			lc, err := a.Acquire(ctx)
+			if s.Name == "redisson" {
+				require.ErrorIs(t, err, locks.ErrHeld, "the watchdog keeps b's lease alive past the TTL")
+				res, err = b.Release(ctx, lb)
+				require.NoError(t, err)
+				require.Equal(t, lb.Owner, res.Removed)
+				return
+			}
 			if !s.Lease {
 				require.ErrorIs(t, err, locks.ErrHeld, "a lock without TTL never expires")
 				return
@@ -86,7 +116,7 @@ func TestConformance(t *testing.T) {
 			// b's release now meets a's key: each scheme's own answer.
 			res, err = b.Release(ctx, lb)
 			switch s.Name {
-			case "redis-lua":
+			case "redis-lua", "redis-sentinel":
 				require.ErrorIs(t, err, locks.ErrNotOwner)
 				require.Equal(t, "-", res.Removed)
 			case "redis-lua-lenient":

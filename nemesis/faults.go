@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -132,14 +134,20 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "pause-server")
 	nodes := env.Cluster.Nodes()
 	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
-		n := nodes[r.IntN(len(nodes))]
+		n, err := target(ctx, env, r, nodes, env.Params["pause-server"])
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // the run ended while an election was under way
+			}
+			return err
+		}
 		d := scaled(r, env.TTL, 0.5, 2)
 		if err := n.Pause(); err != nil {
 			return err
 		}
 		end := fault(env, "pause-server", n.Name(), 0, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
 		sleepCtx(ctx, d)
-		err := n.Resume()
+		err = n.Resume()
 		end("SIGCONT")
 		if err != nil {
 			return err
@@ -157,7 +165,13 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "kill")
 	nodes := env.Cluster.Nodes()
 	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
-		n := nodes[r.IntN(len(nodes))]
+		n, err := target(ctx, env, r, nodes, env.Params["kill"])
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // the run ended while an election was under way
+			}
+			return err
+		}
 		down := between(r, 300*time.Millisecond, time.Second)
 		if err := n.Kill(); err != nil {
 			return err
@@ -167,13 +181,38 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 		// Restart even when the run is ending: the cluster must be whole
 		// for a clean stop. A fresh context bounds the restart.
 		rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		err := n.Restart(rctx)
+		err = n.Restart(rctx)
 		cancel()
 		if err != nil {
 			end("restart failed: " + err.Error())
 			return errors.Join(fmt.Errorf("restart %s", n.Name()), err)
 		}
-		end("restarted empty")
+		if k, ok := n.(interface{ KeepsData() bool }); ok && k.KeepsData() {
+			end("restarted with its data")
+		} else {
+			end("restarted")
+		}
 	}
 	return nil
+}
+
+// target picks the server a server fault hits: a random one, or with
+// --param kill=leader (pause-server=leader) the current leader of a
+// topology that elects one (clusters.Leader).
+func target(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node, param string) (clusters.Node, error) {
+	n := nodes[r.IntN(len(nodes))]
+	if param != "leader" {
+		return n, nil
+	}
+	l, ok := env.Cluster.(clusters.Leader)
+	if !ok {
+		return nil, fmt.Errorf("topology %s has no leader to aim at", env.Cluster.Topology())
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	leader, err := l.Leader(lctx)
+	if err != nil {
+		return nil, fmt.Errorf("find the leader: %w", err)
+	}
+	return leader, nil
 }

@@ -55,12 +55,13 @@ type Info struct {
 var All = []Info{
 	{"none", "no fault: the baseline every scheme must pass", nil},
 	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }},
-	{"pause-server", "SIGSTOP a server for 0.5-2x the TTL, then SIGCONT", func() Nemesis { return &pauseServer{} }},
-	{"kill", "kill -9 a server and restart it empty after 0.3-1 s (the lock state is lost)", func() Nemesis { return &killServer{} }},
+	{"pause-server", "SIGSTOP a server for 0.5-2x the TTL, then SIGCONT (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }},
+	{"kill", "kill -9 a server and restart it after 0.3-1 s (Redis comes back empty: its locks are lost; MariaDB recovers its rows but not its sessions; ZooKeeper and etcd members restart with their data); --param kill=leader kills the leader of zk3/etcd3", func() Nemesis { return &killServer{} }},
 	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }},
 	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime)", func() Nemesis { return &clock{} }},
 	{"clock-client", "turn the holder's own clock back by 1-3x the TTL right after it acquires (matters for clients that check their lease validity)", func() Nemesis { return &clockClient{} }},
 	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }},
+	{"failover", "kill -9 the primary right after a grant and promote its replica, as an operator would; the old primary rejoins as a replica 1-2 s later (replicated topologies: --topology mysql-replicated)", func() Nemesis { return &failover{} }},
 }
 
 // Parse turns "pause,kill" into nemeses. "none" alone means no fault.

@@ -122,9 +122,10 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 			timedShapes = append(timedShapes, s)
 		}
 	}
-	var nextHolder time.Time
+	// Every draw from r happens under mu once the first hook is in place.
+	nextHolder := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
+	nextReply := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
 	if len(holderShapes) > 0 {
-		nextHolder = time.Now().Add(between(r, 500*time.Millisecond, time.Second))
 		env.Workload.OnAcquire(func(p *workloads.Process) {
 			mu.Lock()
 			due := time.Now().After(nextHolder) && p.Host != nil
@@ -152,7 +153,6 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		})
 	}
 	if slices.Contains(shapes, "lost-reply") {
-		nextReply := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
 		env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
 			// Aim at an acquire that can succeed: nobody holds the lock.
 			if op != history.Acquire || p.Host == nil || env.Workload.Holders() > 0 {
@@ -206,7 +206,13 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 			}()
 		})
 	}
-	for len(timedShapes) > 0 && sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
+	// r is shared with the OnAcquire and OnInvoke callbacks: draw under mu.
+	nextWait := func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return between(r, time.Second, 3*time.Second)
+	}
+	for len(timedShapes) > 0 && sleepCtx(ctx, nextWait()) {
 		mu.Lock()
 		shape := timedShapes[r.IntN(len(timedShapes))]
 		d := scaled(r, env.TTL, 1.5, 3)

@@ -35,6 +35,14 @@ type runView struct {
 	Counts         []countView
 	Faults         []faultRow
 	FaultsOmitted  int
+	Plots          plotsView
+	Files          []fileLink // server logs and client stderr, relative to the page
+}
+
+// fileLink links a file of the run directory.
+type fileLink struct {
+	Path string
+	Size string
 }
 
 type headerView struct {

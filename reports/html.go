@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/locktest/locktest/checker"
@@ -55,6 +57,31 @@ var css = func() template.CSS {
 // bar; at most 100 anomalies are drawn and detailed (violations first, one
 // of each kind before repeats), 10 of them with a history excerpt.
 func WriteRunHTML(w io.Writer, h *history.History, r *checker.Result) error {
+	return WriteRunPage(w, h, r, nil)
+}
+
+// RunFiles lists the files of a run directory a run page links to (server
+// logs, non-empty client stderr), relative to the directory.
+func RunFiles(dir string) []string {
+	var out []string
+	for _, pat := range []string{"servers/*/*", "servers/*", "clients/*.stderr"} {
+		ms, _ := filepath.Glob(filepath.Join(dir, pat))
+		for _, m := range ms {
+			st, err := os.Stat(m)
+			if err != nil || st.IsDir() || st.Size() == 0 {
+				continue
+			}
+			if rel, err := filepath.Rel(dir, m); err == nil {
+				out = append(out, filepath.ToSlash(rel))
+			}
+		}
+	}
+	return out
+}
+
+// WriteRunPage is WriteRunHTML with links to files of the run directory
+// (RunFiles), shown under "Server logs".
+func WriteRunPage(w io.Writer, h *history.History, r *checker.Result, files []string) error {
 	if h == nil {
 		return errors.New("write report: no history")
 	}
@@ -65,6 +92,10 @@ func WriteRunHTML(w io.Writer, h *history.History, r *checker.Result) error {
 		runView
 		CSS template.CSS
 	}{buildRun(h, r), css}
+	data.Plots = buildPlots(h)
+	for _, f := range files {
+		data.Files = append(data.Files, fileLink{Path: f})
+	}
 	bw := bufio.NewWriterSize(w, 64*1024)
 	if err := runTmpl.Execute(bw, data); err != nil {
 		return fmt.Errorf("write report: %w", err)

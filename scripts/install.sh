@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(redis-server redis-tools iproute2 iptables procps libfaketime)
+PACKAGES=(redis-server redis-sentinel redis-tools mariadb-server mariadb-client iproute2 iptables procps libfaketime python3-redis python3-kazoo zookeeper etcd-server etcd-client chromium)
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install.sh: run as root (sudo $0) to install: ${PACKAGES[*]}" >&2
@@ -17,8 +17,9 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
 
-# The Debian package may start a system redis on port 6379; locktest never
-# uses it and leaves it alone.
+# The Debian packages may start a system redis on port 6379 or a system
+# MariaDB on port 3306; locktest never uses them and leaves them alone (every
+# run initialises its own MariaDB datadirs with mariadb-install-db).
 
 if ! command -v go >/dev/null 2>&1; then
   echo "install.sh: Go is not on PATH; install Go 1.24 or newer to build locktest" >&2

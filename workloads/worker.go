@@ -32,6 +32,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		return err
 	}
 	defer lock.Close()
+	ready.Lock = &protocol.LockInfo{Name: scheme.Name, Lease: scheme.Lease, Fencing: scheme.Fencing && hello.Fence,
+		Reentrant: scheme.Reentrant, ChecksValidity: scheme.ChecksValidity, Renews: scheme.Renews}
 	if err := enc.Send(ready); err != nil {
 		return err
 	}
@@ -50,7 +52,13 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		rep := protocol.Reply{ID: req.ID, Outcome: string(history.OK)}
 		switch req.Op {
 		case protocol.OpAcquire:
-			l, err := lock.Acquire(ctx)
+			var l locks.Lease
+			var err error
+			if ml, ok := lock.(locks.ModeLock); ok && req.Mode != "" {
+				l, err = ml.AcquireMode(ctx, req.Mode)
+			} else {
+				l, err = lock.Acquire(ctx)
+			}
 			fill(&rep, err)
 			if err == nil {
 				leases = append(leases, l)
@@ -91,6 +99,13 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			if scheme.ChecksValidity && !lease.ValidUntil.IsZero() && clock.Now().After(lease.ValidUntil) {
 				rep.Outcome, rep.Reason = string(history.Fail), history.ReasonNotHeld
 				rep.Error = fmt.Sprintf("lease validity ended %s ago", clock.Now().Sub(lease.ValidUntil).Round(time.Millisecond))
+			}
+			// A client told by its lock that the lock is lost (zk-strict:
+			// the session was suspended) stops using the resource too.
+			if lo, ok := lock.(locks.Loser); ok && rep.Reason == "" {
+				if lost, why := lo.Lost(); lost {
+					rep.Outcome, rep.Reason, rep.Error = string(history.Fail), history.ReasonNotHeld, "lock lost: "+why
+				}
 			}
 		case protocol.OpClock:
 			clock.SetOffset(time.Duration(req.OffsetMs) * time.Millisecond)

@@ -48,6 +48,12 @@ type Config struct {
 	// Reentrant: every cycle takes the lock twice, nested, and releases it
 	// twice (for schemes with locks.Scheme.Reentrant).
 	Reentrant bool
+	// ReadWrite: each cycle is a reader's (Readers of them) or a writer's,
+	// on a lock with shared and exclusive holders (locks.Scheme.ReadWrite).
+	// A reader acquires in read mode, reads, holds and releases; a writer
+	// acquires in write mode and does the read-modify-write.
+	ReadWrite bool
+	Readers   float64 // share of reader cycles; 2/3 when zero
 	// ClientHost, when not nil, gives each new client process its own
 	// network namespace (for partitions).
 	ClientHost func(id int) (*netns.Host, error)
@@ -246,7 +252,18 @@ func (r *Runner) loop(ctx, stop context.Context, p *Process, rnd *rand.Rand) err
 
 // cycle: acquire; if granted: hooks, read, hold, write, release.
 func (r *Runner) cycle(ctx context.Context, p *Process, rnd *rand.Rand) error {
-	acq, err := r.op(ctx, p, history.Event{Op: history.Acquire})
+	mode := ""
+	if r.cfg.ReadWrite {
+		readers := r.cfg.Readers
+		if readers <= 0 {
+			readers = 2.0 / 3
+		}
+		mode = history.ModeWrite
+		if rnd.Float64() < readers {
+			mode = history.ModeRead
+		}
+	}
+	acq, err := r.op(ctx, p, history.Event{Op: history.Acquire, Mode: mode})
 	if err != nil || acq.Type != history.OK {
 		return err
 	}
@@ -272,7 +289,9 @@ func (r *Runner) cycle(ctx context.Context, p *Process, rnd *rand.Rand) error {
 	if err != nil {
 		return err
 	}
-	if read.Type == history.OK {
+	if read.Type == history.OK && mode == history.ModeRead {
+		sleep(ctx, r.cfg.Hold.Draw(rnd))
+	} else if read.Type == history.OK {
 		sleep(ctx, r.cfg.Hold.Draw(rnd))
 		if _, err := r.op(ctx, p, history.Event{Op: history.Write, Token: acq.Token, Value: history.Int64(*read.Value + 1)}); err != nil {
 			return err
@@ -323,7 +342,7 @@ func (r *Runner) op(ctx context.Context, p *Process, inv history.Event) (history
 	}
 	done := make(chan result, 1)
 	go func() {
-		rep, err := p.Do(string(inv.Op), inv.Owner, r.cfg.ReplyLimit)
+		rep, err := p.DoRequest(protocol.Request{Op: string(inv.Op), Owner: inv.Owner, Mode: inv.Mode}, r.cfg.ReplyLimit)
 		done <- result{rep, err}
 	}()
 	var res result
@@ -336,7 +355,7 @@ func (r *Runner) op(ctx context.Context, p *Process, inv history.Event) (history
 		c := history.Event{Type: history.Info, Client: p.ID, Op: inv.Op, OpID: inv.OpID, Error: "interrupted"}
 		return r.cfg.Recorder.Record(c, nil), ctx.Err()
 	}
-	c := history.Event{Client: p.ID, Op: inv.Op, OpID: inv.OpID}
+	c := history.Event{Client: p.ID, Op: inv.Op, OpID: inv.OpID, Mode: inv.Mode}
 	if res.err != nil {
 		c.Type, c.Error = history.Info, res.err.Error()
 		r.cfg.Recorder.Record(c, nil)

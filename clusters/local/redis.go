@@ -47,6 +47,9 @@ func (Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, er
 type Topology struct {
 	Name  string
 	Start func(ctx context.Context, s clusters.Spec) (clusters.Cluster, error)
+	// FailsOver: the started cluster is a clusters.Failoverer (the
+	// failover fault needs one).
+	FailsOver bool
 }
 
 // Topologies is the registry of the local backend's topologies.
@@ -55,6 +58,21 @@ var Topologies = []Topology{
 	{Name: "redis5", Start: func(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
 		return startRedisMasters(ctx, s, 5)
 	}},
+	{Name: "redis-sentinel", Start: startRedisSentinel, FailsOver: true},
+	{Name: "mysql", Start: startMySQL},
+	{Name: "mysql-replicated", Start: startMySQLReplicated, FailsOver: true},
+	{Name: "zk3", Start: startZK},
+	{Name: "etcd3", Start: startEtcd},
+}
+
+// FailsOver reports whether topology can fail over (see Topology).
+func FailsOver(topology string) bool {
+	for _, t := range Topologies {
+		if t.Name == topology {
+			return t.FailsOver
+		}
+	}
+	return false
 }
 
 func startRedisSingle(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
@@ -145,6 +163,8 @@ type redisNode struct {
 	host      *netns.Host // nil: loopback
 	env       []string    // extra environment (the clock shim)
 	clockFile string      // the shim's offset file, "" without the shim
+	bin       string      // the program, "redis-server" when empty
+	conf      string      // a config file given before the options, "" for none
 
 	mu     sync.Mutex
 	addr   string
@@ -247,10 +267,18 @@ func (n *redisNode) launch(ctx context.Context, port int) error {
 	if err != nil {
 		return err
 	}
-	argv := []string{"redis-server",
+	bin := n.bin
+	if bin == "" {
+		bin = "redis-server"
+	}
+	argv := []string{bin}
+	if n.conf != "" {
+		argv = append(argv, n.conf)
+	}
+	argv = append(argv,
 		"--bind", n.ip(), "--port", strconv.Itoa(port),
 		"--save", "", "--appendonly", "no", "--dir", n.dir,
-		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "notice"}
+		"--daemonize", "no", "--protected-mode", "no", "--loglevel", "notice")
 	if n.host != nil {
 		argv = n.host.Command(argv...)
 	}

@@ -51,6 +51,14 @@ type Net struct {
 	hosts  []*Host
 	blocks map[string]map[string]dir // host -> peer -> what is dropped
 	routes [][2]*Host                // blackhole routes: in [0]'s namespace, to [1]
+
+	// A joined Net (see Join): no switch namespace.
+	bridge   string
+	plen     int
+	ipAt     func(int) (string, error)
+	bridged  int      // hosts made by AddHost
+	attached int      // hosts named by Attach
+	vethRoot []string // root-side veth ends of bridged hosts
 }
 
 // dir says which directions of a host's traffic with a peer are dropped.
@@ -115,6 +123,9 @@ func list(prefix string) []string {
 
 // AddHost creates a namespace for name, with an address on the bridge.
 func (n *Net) AddHost(name string) (*Host, error) {
+	if n.bridge != "" {
+		return n.addBridged(name)
+	}
 	n.mu.Lock()
 	idx := len(n.hosts) + 1
 	n.mu.Unlock()
@@ -308,10 +319,20 @@ func (n *Net) apply(ctx context.Context, touched map[*Host]bool) error {
 // Close deletes every namespace of the run (processes inside must be gone).
 func (n *Net) Close() error {
 	var errs []error
+	if n.sw == "" {
+		// A joined Net: take the veth ends off the bridge at once (the
+		// kernel removes them with their namespace, but 1-2 s later).
+		for _, v := range n.vethRoot {
+			_ = ip("link", "del", v)
+		}
+	}
 	for _, h := range n.Hosts() {
 		if err := ip("netns", "del", h.NS); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if n.sw == "" {
+		return errors.Join(errs...)
 	}
 	if err := ip("netns", "del", n.sw); err != nil {
 		errs = append(errs, err)
@@ -336,4 +357,91 @@ func ip(args ...string) error {
 		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// Join returns a Net with no switch namespace of its own, for a backend
+// that brings its own network (the docker backend). Its hosts are either
+// existing namespaces given a name (Attach: a container's), or fresh ones
+// made by AddHost whose eth0 is a veth plugged into bridge, an existing
+// bridge of the root namespace (the Docker network's), with the address
+// ipAt(i) for the i-th such host. No route, address or firewall rule is
+// added to the root namespace; the root side of each veth is a port of
+// bridge, as a container's is.
+func Join(id, bridge string, prefixLen int, ipAt func(i int) (string, error)) (*Net, error) {
+	if err := Available(); err != nil {
+		return nil, err
+	}
+	return &Net{id: id, blocks: map[string]map[string]dir{}, bridge: bridge, plen: prefixLen, ipAt: ipAt}, nil
+}
+
+// addBridged is AddHost on a joined Net.
+func (n *Net) addBridged(name string) (*Host, error) {
+	n.mu.Lock()
+	n.bridged++
+	idx := n.bridged
+	n.mu.Unlock()
+	addr, err := n.ipAt(idx)
+	if err != nil {
+		return nil, fmt.Errorf("add host %s: %w", name, err)
+	}
+	h := &Host{Name: name, NS: fmt.Sprintf("%s-c%d", n.id, idx), IP: addr, idx: idx}
+	veth := fmt.Sprintf("%sc%d", n.id, idx)
+	if len(veth) > 15 {
+		veth = veth[len(veth)-15:]
+	}
+	steps := [][]string{
+		{"netns", "add", h.NS},
+		{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", h.NS},
+		{"link", "set", veth, "master", n.bridge},
+		{"link", "set", veth, "up"},
+		{"-n", h.NS, "addr", "add", fmt.Sprintf("%s/%d", addr, n.plen), "dev", "eth0"},
+		{"-n", h.NS, "link", "set", "eth0", "up"},
+		{"-n", h.NS, "link", "set", "lo", "up"},
+	}
+	for _, s := range steps {
+		if err := ip(s...); err != nil {
+			_ = ip("link", "del", veth)
+			_ = ip("netns", "del", h.NS)
+			return nil, fmt.Errorf("add host %s: %w", name, err)
+		}
+	}
+	n.mu.Lock()
+	n.hosts = append(n.hosts, h)
+	n.vethRoot = append(n.vethRoot, veth)
+	n.mu.Unlock()
+	return h, nil
+}
+
+// Attach names the network namespace of process pid (a container's) as a
+// host of the run with address addr, so that Block and Heal reach inside
+// it (`ip netns attach`; deleting the name later leaves the namespace to
+// its process).
+func (n *Net) Attach(name string, pid int, addr string) (*Host, error) {
+	n.mu.Lock()
+	n.attached++
+	h := &Host{Name: name, NS: fmt.Sprintf("%s-s%d", n.id, n.attached), IP: addr}
+	n.mu.Unlock()
+	if err := ip("netns", "attach", h.NS, fmt.Sprint(pid)); err != nil {
+		return nil, fmt.Errorf("attach %s: %w", name, err)
+	}
+	n.mu.Lock()
+	n.hosts = append(n.hosts, h)
+	n.mu.Unlock()
+	return h, nil
+}
+
+// Reattach points h's name at the namespace of pid (a restarted container
+// gets a fresh namespace) and writes h's blocks into it again.
+func (n *Net) Reattach(ctx context.Context, h *Host, pid int) error {
+	_ = ip("netns", "del", h.NS)
+	if err := ip("netns", "attach", h.NS, fmt.Sprint(pid)); err != nil {
+		return fmt.Errorf("reattach %s: %w", h.Name, err)
+	}
+	n.mu.Lock()
+	blocked := len(n.blocks[h.NS]) > 0
+	n.mu.Unlock()
+	if !blocked {
+		return nil
+	}
+	return n.apply(ctx, map[*Host]bool{h: true})
 }

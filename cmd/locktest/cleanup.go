@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/internal/runstate"
 )
@@ -14,7 +16,8 @@ func newCleanupCmd() *cobra.Command {
 		Use:   "cleanup",
 		Short: "Remove what crashed runs left behind (their servers and client processes)",
 		Long: `Remove what crashed runs left behind. Every run records the processes it
-starts (pid and start time) and the prefix of its network namespaces in ` + runstate.Dir() + `; cleanup kills those
+starts (pid and start time), the prefix of its network namespaces and, with
+--cluster docker, that it labelled containers and networks with its run id, in ` + runstate.Dir() + `; cleanup kills those
 that are still the same processes, only for runs whose harness is gone, and
 never touches anything else. Run directories in the store are kept.`,
 		Args: cobra.NoArgs,
@@ -33,6 +36,29 @@ never touches anything else. Run directories in the store are kept.`,
 				// Processes first: a namespace goes only when nothing runs in it.
 				for _, d := range runstate.Clean(st) {
 					fmt.Fprintf(out, "  %s\n", d)
+				}
+				if st.Docker {
+					// Containers, their volumes and the network, by the
+					// run's label (clusters/docker).
+					if st.DockerHost != "" && os.Getenv("DOCKER_HOST") == "" {
+						_ = os.Setenv("DOCKER_HOST", st.DockerHost)
+					}
+					did, err := docker.Cleanup(cmd.Context(), st.RunID)
+					for _, d := range did {
+						fmt.Fprintf(out, "  %s\n", d)
+					}
+					if err != nil {
+						fmt.Fprintf(out, "  docker: %v\n", err)
+					}
+				}
+				if len(st.Compose) > 0 {
+					did, err := docker.HealContainers(cmd.Context(), st.Compose)
+					for _, d := range did {
+						fmt.Fprintf(out, "  %s\n", d)
+					}
+					if err != nil {
+						fmt.Fprintf(out, "  docker: %v\n", err)
+					}
 				}
 				if st.NetID != "" {
 					names := netns.Names(st.NetID)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -26,7 +25,7 @@ func newDoctorCmd() *cobra.Command {
 			var missing []clusters.Requirement
 			for _, t := range topologies {
 				for _, r := range clusters.Requirements[t] {
-					if p, err := exec.LookPath(r.Binary); err == nil {
+					if p, err := clusters.Find(r); err == nil {
 						fmt.Fprintf(out, "ok       %-16s %s (for %s)\n", r.Binary, p, t)
 					} else {
 						fmt.Fprintf(out, "MISSING  %-16s package %s (for %s)\n", r.Binary, r.Package, t)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/nemesis"
 )
@@ -19,11 +21,16 @@ func newListCmd() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 2, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "LOCK SCHEMES\tSERVERS\tLEASE\tFENCE\t")
 			for _, s := range locks.Schemes {
-				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", s.Name, s.Topology, yesNo(s.Lease), yesNo(s.Fencing), s.Summary)
+				servers := strings.Join(append([]string{s.Topology}, s.Topologies...), ",")
+				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", s.Name, servers, yesNo(s.Lease), yesNo(s.Fencing), s.Summary)
 			}
 			fmt.Fprintln(w, "\nFAULTS (--nemesis)\t\t\t\t")
 			for _, n := range nemesis.All {
 				fmt.Fprintf(w, "  %s\t\t\t\t%s\n", n.Name, n.Summary)
+			}
+			fmt.Fprintln(w, "\nSERVER SETTINGS (--param KEY=VALUE)\tFOR\tDEFAULT\t\t")
+			for _, p := range local.Params {
+				fmt.Fprintf(w, "  %s\t%s\t%s\t\t%s\n", p.Name, p.For, p.Default, p.Summary)
 			}
 			return w.Flush()
 		},

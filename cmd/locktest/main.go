@@ -76,7 +76,8 @@ updates and deadlocks.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return exitCode{exitError, fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
-	root.AddCommand(newRunCmd(), newCheckCmd(), newListCmd(), newDoctorCmd(), newCleanupCmd(), newBenchCmd(), newWorkerCmd())
+	root.AddCommand(newRunCmd(), newCheckCmd(), newListCmd(), newDoctorCmd(), newCleanupCmd(), newBenchCmd(), newConformanceCmd(), newWorkerCmd())
+	root.AddCommand(newCampaignCmd(), newReportCmd(), newServeCmd())
 	return root
 }
 

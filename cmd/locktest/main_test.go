@@ -79,7 +79,8 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{"unknown lock", []string{"run", "--lock", "nope"}, nil, `unknown lock "nope"`},
-		{"no lock", []string{"run"}, nil, `required flag(s) "lock" not set`},
+		{"no lock", []string{"run"}, nil, "--lock NAME or --client-cmd CMD is required"},
+		{"client without topology", []string{"run", "--client-cmd", "true"}, nil, "--client-cmd needs --topology"},
 		{"unknown nemesis", []string{"run", "--lock", "redis-lua", "--nemesis", "meteor"}, nil, `unknown nemesis "meteor"`},
 		{"bad duration", []string{"run", "--lock", "redis-lua", "--time-limit", "soon"}, nil, `invalid argument "soon"`},
 		{"bad hold", []string{"run", "--lock", "redis-lua", "--hold", "5s..1s"}, nil, "--hold"},

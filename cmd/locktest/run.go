@@ -34,7 +34,8 @@ to it) and prints the verdict.
 ` + exitCodesHelp,
 		Example: `  locktest run --lock redis-lua --nemesis pause
   locktest run --lock redis-lua --nemesis pause --fence --seed 42
-  locktest run --lock redis-setnx --nemesis crash-client --time-limit 20s`,
+  locktest run --lock redis-setnx --nemesis crash-client --time-limit 20s
+  locktest run --client-cmd "python3 examples/redis-py/client.py" --topology redis --nemesis pause`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.seedSet = cmd.Flags().Changed("seed")
@@ -55,15 +56,21 @@ to it) and prints the verdict.
 	fl.DurationVar(&f.o.WaitTimeout, "wait-timeout", 5*time.Second, "how long a blocking acquire waits")
 	fl.DurationVar(&f.o.OpTimeout, "op-timeout", time.Second, "deadline of one request from a client to a server")
 	fl.StringVar(&f.o.Store, "store", "store", "directory that keeps every run")
-	fl.StringVar(&f.o.Cluster, "cluster", "local", "where the servers run: local")
+	fl.StringVar(&f.o.Cluster, "cluster", "local", "where the servers run: local (processes), docker (containers the run creates; topologies redis, redis5), compose (a stack started from docker-compose.yml)")
+	fl.StringToStringVar(&f.o.Images, "image", nil, "with --cluster docker: image per server kind, KIND=IMAGE (default redis=redis:7, or $LOCKTEST_IMAGE_REDIS)")
+	fl.StringVar(&f.o.Topology, "topology", "", "servers to run the scheme on, when it runs on more than its own (see `locktest list`), e.g. mysql-replicated")
 	fl.BoolVar(&f.o.Quiet, "quiet", false, "print only the summary")
 	fl.StringToStringVar(&f.o.Params, "param", nil, "scheme or server setting KEY=VALUE (repeatable; see `locktest list`)")
-	_ = c.MarkFlagRequired("lock")
+	fl.StringVar(&f.o.ClientCmd, "client-cmd", "", "run this shell command as every client process: your own lock client speaking docs/protocol.md (needs --topology)")
+	fl.StringVar(&f.o.Topology, "cluster-topology", "", "same as --topology")
 	return c
 }
 
 func runRun(cmd *cobra.Command, f *runFlags) error {
 	var err error
+	if f.o.Lock == "" && f.o.ClientCmd == "" {
+		return exitCode{exitError, fmt.Errorf("--lock NAME or --client-cmd CMD is required (see locktest list)")}
+	}
 	if f.o.Hold, err = parseRange(f.hold); err != nil {
 		return exitCode{exitError, fmt.Errorf("--hold: %w", err)}
 	}

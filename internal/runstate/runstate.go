@@ -42,6 +42,13 @@ type State struct {
 	Paths   []string `json:"paths,omitempty"` // files or directories to remove
 	// NetID prefixes the names of the run's network namespaces.
 	NetID string `json:"net_id,omitempty"`
+	// Docker: the run created containers and networks labelled
+	// locktest.run=<RunID> on the Docker engine of DOCKER_HOST.
+	Docker     bool   `json:"docker,omitempty"`
+	DockerHost string `json:"docker_host,omitempty"`
+	// Compose lists the containers of a compose stack the run faulted
+	// (--cluster compose): cleanup thaws, restarts and un-partitions them.
+	Compose []string `json:"compose,omitempty"`
 }
 
 // Tracker keeps a run's State on disk, rewriting it on every change.
@@ -83,6 +90,30 @@ func (t *Tracker) SetNet(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.st.NetID = id
+	_ = t.save()
+}
+
+// SetDocker records that the run creates Docker containers and networks
+// (labelled with its run id) on the engine at host ("" for the default).
+func (t *Tracker) SetDocker(host string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.st.Docker, t.st.DockerHost = true, host
+	_ = t.save()
+}
+
+// AddCompose records containers of a stack the run did not create but
+// faults (they must be healed if the run crashes).
+func (t *Tracker) AddCompose(ids ...string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.st.Compose = append(t.st.Compose, ids...)
 	_ = t.save()
 }
 

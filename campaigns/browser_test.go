@@ -1,0 +1,120 @@
+package campaigns_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/campaigns"
+)
+
+// chromium finds Debian's chromium: under CI a missing one fails the test,
+// elsewhere it skips with the install command.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium not installed under CI: apt-get install -y chromium")
+	}
+	t.Skip("chromium not installed: apt-get install -y chromium")
+	return ""
+}
+
+// errorHook records script errors, failed loads of any resource and
+// console.error calls into the DOM once the page has loaded; the test
+// inserts it into a copy of each page.
+const errorHook = `<script>
+window.__errs=[];
+window.addEventListener('error',function(e){__errs.push('error: '+(e.message||(e.target&&(e.target.src||e.target.href))||'?'))},true);
+window.addEventListener('unhandledrejection',function(e){__errs.push('rejection: '+e.reason)});
+(function(){var ce=console.error;console.error=function(){__errs.push('console: '+[].join.call(arguments,' '));ce.apply(console,arguments)}})();
+window.addEventListener('load',function(){document.documentElement.setAttribute('data-errors',__errs.length?__errs.join(' | '):'none')});
+</script>`
+
+// external matches a reference to anything outside the page: a URL with
+// a scheme or a protocol-relative one, in an attribute or in CSS.
+var external = regexp.MustCompile(`(?i)(src|href|action|srcset|poster|data)\s*=\s*["']?\s*(https?:|//|ftp:|ws:)|url\(\s*["']?\s*(https?:|//)|@import`)
+
+// runChromium runs headless chromium on a page with name resolution
+// disabled (MAP * ~NOTFOUND: any network request fails and, through the
+// hook, shows), with a fresh profile, and kills its whole process group
+// when it hangs.
+func runChromium(t *testing.T, bin string, args ...string) (stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+		"--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000"}
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	require.NoError(t, err, "chromium: %s", errb.String())
+	return out.String(), errb.String()
+}
+
+// TestPagesInBrowser opens the campaign page and a run page in a real
+// headless chromium: they load with no console error and no network
+// request, the matrix and the run's time line render, and a screenshot of
+// each is kept next to the page (and copied to $LOCKTEST_SCREENSHOTS, e.g.
+// docs/, for the README).
+func TestPagesInBrowser(t *testing.T) {
+	bin := chromium(t)
+	dir, _ := renderStore(t)
+	pages := []struct {
+		name, path, shot string
+		want             []string
+	}{
+		{"campaign", campaigns.IndexFile, "campaign.png", []string{`class="matrix"`, `class="unsafe"`, "double-holder", "report.html"}},
+		{"run", "redis-lua/pause/run1/report.html", "run.png", []string{"<svg", "double", "pause"}},
+	}
+	for _, p := range pages {
+		t.Run(p.name, func(t *testing.T) {
+			path := filepath.Join(dir, filepath.FromSlash(p.path))
+			page, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.NotRegexp(t, external, string(page), "the page refers to something outside itself")
+
+			// Load a copy with the error hook and read the DOM it built.
+			hooked := strings.Replace(string(page), "<head>", "<head>"+errorHook, 1)
+			require.NotEqual(t, string(page), hooked)
+			check := filepath.Join(filepath.Dir(path), ".check-"+filepath.Base(path))
+			require.NoError(t, os.WriteFile(check, []byte(hooked), 0o644))
+			dom, stderr := runChromium(t, bin, "--dump-dom", "file://"+check)
+			require.Contains(t, dom, `data-errors="none"`, "errors in the page: %s", stderr)
+			require.NotContains(t, stderr, "CONSOLE", "the page logged to the console")
+			require.NotContains(t, stderr, "ERR_NAME_NOT_RESOLVED", "the page tried the network")
+			for _, w := range p.want {
+				require.Contains(t, dom, w)
+			}
+
+			// Screenshot the page itself.
+			shot := filepath.Join(dir, p.shot)
+			runChromium(t, bin, "--hide-scrollbars", "--window-size=1400,1100", "--screenshot="+shot, "file://"+path)
+			st, err := os.Stat(shot)
+			require.NoError(t, err)
+			require.Greater(t, st.Size(), int64(10_000), "a blank screenshot")
+			if keep := os.Getenv("LOCKTEST_SCREENSHOTS"); keep != "" {
+				b, err := os.ReadFile(shot)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(filepath.Join(keep, p.shot), b, 0o644))
+			}
+		})
+	}
+}

@@ -1,0 +1,157 @@
+package campaigns
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/reports"
+)
+
+// Checker checks a stored run again, rewriting its results.json and
+// report.html (harness.CheckDir without output); nil reads the stored
+// results.json as it is.
+type Checker func(dir string) (*checker.Result, error)
+
+// Refresh re-reads (or, with check, re-checks) every run of a campaign and
+// recomputes its cells, keeping their expectations.
+func Refresh(dir string, c *reports.Campaign, check Checker) error {
+	for i := range c.Cells {
+		cell := &c.Cells[i]
+		for k := range cell.Runs {
+			run := &cell.Runs[k]
+			if run.Dir == "" || run.Verdict == "error" {
+				continue
+			}
+			res, err := result(filepath.Join(dir, filepath.FromSlash(run.Dir)), check)
+			if err != nil {
+				return fmt.Errorf("cell %s: %w", cell.ID, err)
+			}
+			FillRun(run, res)
+		}
+		cell.Summarize()
+	}
+	return nil
+}
+
+func result(runDir string, check Checker) (*checker.Result, error) {
+	if check != nil {
+		return check(runDir)
+	}
+	b, err := os.ReadFile(filepath.Join(runDir, "results.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r checker.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(runDir, "results.json"), err)
+	}
+	return &r, nil
+}
+
+// FromRuns builds a campaign, with no expectations, from every run
+// directory found below dir (a directory with a history.jsonl): one cell
+// per lock variant and fault combination, one run per stored run.
+func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
+	var runDirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type()&fs.ModeSymlink != 0 { // store/latest
+			return nil
+		}
+		if !d.IsDir() && d.Name() == "history.jsonl" {
+			runDirs = append(runDirs, filepath.Dir(p))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(runDirs) == 0 {
+		return nil, fmt.Errorf("no runs below %s (a run directory holds history.jsonl)", dir)
+	}
+	sort.Strings(runDirs)
+	c := &reports.Campaign{Schema: reports.CampaignSchema, Name: filepath.Base(filepath.Clean(dir)), Runs: 1}
+	rows, cols := map[string]bool{}, map[string]bool{}
+	seedSet := false
+	for _, rd := range runDirs {
+		info, err := ReadRunInfo(rd)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", rd, err)
+		}
+		res, err := result(rd, check)
+		if err != nil {
+			return nil, err
+		}
+		var params map[string]string
+		var cfg struct {
+			Options struct {
+				Params   map[string]string `json:"params"`
+				Topology string            `json:"topology"`
+			} `json:"options"`
+		}
+		topology := ""
+		if b, err := os.ReadFile(filepath.Join(rd, "config.json")); err == nil && json.Unmarshal(b, &cfg) == nil {
+			params, topology = cfg.Options.Params, cfg.Options.Topology
+		}
+		row := RowName(info.Lock, topology, info.Fence, info.Wait, params)
+		col := strings.Join(info.Nemeses, "+")
+		if !rows[row] {
+			rows[row] = true
+			c.Rows = append(c.Rows, row)
+		}
+		cols[col] = true
+		id := row + "/" + col
+		cell := c.Cell(id)
+		if cell == nil {
+			c.Cells = append(c.Cells, reports.Cell{
+				ID: id, Row: row, Column: col, Lock: info.Lock, Nemesis: strings.Join(info.Nemeses, ","),
+				Topology: topology, Fence: info.Fence, Wait: info.Wait, Params: params,
+				TimeLimitNs: info.TimeLimitMs * 1e6, Clients: info.Clients, TTLNs: info.TTLMillis * 1e6,
+				Status: reports.CellDone,
+			})
+			cell = &c.Cells[len(c.Cells)-1]
+		}
+		rel, err := filepath.Rel(dir, rd)
+		if err != nil {
+			return nil, err
+		}
+		run := reports.CellRun{Seed: info.Seed, Dir: filepath.ToSlash(rel), Servers: info.Servers, Version: info.Version}
+		FillRun(&run, res)
+		cell.Runs = append(cell.Runs, run)
+		if len(cell.Runs) > c.Runs {
+			c.Runs = len(cell.Runs)
+		}
+		if !seedSet || info.Seed < c.Seed { // the campaign's seed: the lowest
+			seedSet = true
+			c.Seed = info.Seed
+		}
+		if c.Version == "" {
+			c.Version = info.Version
+		}
+		if c.Started == "" || info.StartedAt < c.Started {
+			c.Started = info.StartedAt
+		}
+	}
+	for col := range cols {
+		c.Columns = append(c.Columns, col)
+	}
+	sort.Slice(c.Columns, func(a, b int) bool {
+		ra, rb := columnRank(c.Columns[a]), columnRank(c.Columns[b])
+		if ra != rb {
+			return ra < rb
+		}
+		return c.Columns[a] < c.Columns[b]
+	})
+	for i := range c.Cells {
+		c.Cells[i].Summarize()
+	}
+	return c, nil
+}

@@ -1,0 +1,305 @@
+package campaigns
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/nemesis"
+	"github.com/locktest/locktest/reports"
+)
+
+// RowName names a lock variant, a row of the matrix: the scheme, then what
+// differs from its default run ("redis-lua +fence", "mysql-get-lock
+// @mysql-replicated", "redis-lua {pause=0.1..0.3}").
+func RowName(lock, topology string, fence, wait bool, params map[string]string) string {
+	name := lock
+	if fence {
+		name += " +fence"
+	}
+	if wait {
+		name += " +wait"
+	}
+	if s, ok := locks.Lookup(lock); ok && topology != "" && topology != s.Topology {
+		name += " @" + topology
+	}
+	if len(params) > 0 {
+		keys := make([]string, 0, len(params))
+		for k := range params {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var kv []string
+		for _, k := range keys {
+			kv = append(kv, k+"="+params[k])
+		}
+		name += " {" + strings.Join(kv, ",") + "}"
+	}
+	return name
+}
+
+// ColumnName names a fault combination, a column: "pause", "pause+kill".
+func ColumnName(nemeses string) string {
+	parts := strings.FieldsFunc(nemeses, func(r rune) bool { return r == ',' || r == '+' })
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return strings.Join(parts, "+")
+}
+
+// Environment is what this machine can do; Probe fills it in. Tests set it
+// by hand.
+type Environment struct {
+	NetErr   error // why partitions cannot run (nil: they can)
+	ClockErr error // why the clock shim cannot run
+	Missing  func(topology string) []clusters.Requirement
+}
+
+// Probe looks at this machine: root and netns for partitions, libfaketime
+// for clock jumps, server binaries for each topology.
+func Probe() Environment {
+	env := Environment{NetErr: netns.Available(), Missing: clusters.Missing}
+	for _, lib := range []string{clusters.FaketimeLib, clusters.MallocDebugLib} {
+		if _, err := os.Stat(lib); err != nil {
+			env.ClockErr = fmt.Errorf("needs %s: apt-get install -y libfaketime", lib)
+		}
+	}
+	return env
+}
+
+// clockTopologies are the topologies whose servers run under the wall-clock
+// shim (clusters.ClockShifter nodes): the Redis ones. The MySQL topologies
+// refuse Spec.ClockShim.
+var clockTopologies = map[string]bool{"redis": true, "redis5": true, "redis-sentinel": true}
+
+// loopbackTopologies run on loopback only (Spec.Net refused), so a
+// partition cannot cut them.
+var loopbackTopologies = map[string]bool{"redis-sentinel": true}
+
+// Applicable says whether the faults of column can hit scheme s on
+// topology, from the registries: a failover needs a topology that fails
+// over (local.FailsOver), a server clock jump a topology with the clock
+// shim, a client clock skew a scheme that reads its own clock
+// (ChecksValidity). It returns reports.CellNA with the reason when a fault
+// does not apply, reports.CellSkipped when it applies but this machine
+// cannot inject it (or lacks the servers), and "" when the cell can run.
+func Applicable(s locks.Scheme, topology, column string, env Environment) (status, reason string) {
+	if topology == "" {
+		topology = s.Topology
+	}
+	if !s.RunsOn(topology) {
+		return reports.CellNA, fmt.Sprintf("%s does not run on %s", s.Name, topology)
+	}
+	ns, _, err := nemesis.Parse(strings.ReplaceAll(column, "+", ","))
+	if err != nil {
+		return reports.CellError, err.Error()
+	}
+	needNet, needClock := false, false
+	for _, n := range ns {
+		if f, ok := n.(nemesis.FailoverNeeder); ok && f.NeedsFailover() && !local.FailsOver(topology) {
+			return reports.CellNA, fmt.Sprintf("topology %s has no primary with a replica to fail over", topology)
+		}
+		if c, ok := n.(nemesis.ClockShimNeeder); ok && c.NeedsClockShim() {
+			if !clockTopologies[topology] {
+				return reports.CellNA, fmt.Sprintf("topology %s has no per-server clock shim", topology)
+			}
+			needClock = true
+		}
+		if n.Name() == "clock-client" && !s.ChecksValidity {
+			return reports.CellNA, fmt.Sprintf("%s never reads its own clock", s.Name)
+		}
+		if nn, ok := n.(nemesis.NetNeeder); ok && nn.NeedsNet() {
+			if loopbackTopologies[topology] {
+				return reports.CellNA, fmt.Sprintf("topology %s runs on loopback only: no network to partition", topology)
+			}
+			needNet = true
+		}
+	}
+	if env.Missing != nil {
+		if m := env.Missing(topology); len(m) > 0 {
+			return reports.CellSkipped, clusters.MissingError(m).Error()
+		}
+	}
+	if needNet && env.NetErr != nil {
+		return reports.CellSkipped, env.NetErr.Error()
+	}
+	if needClock && env.ClockErr != nil {
+		return reports.CellSkipped, env.ClockErr.Error()
+	}
+	return "", ""
+}
+
+// Lists are the --locks/--nemeses form of a campaign.
+type Lists struct {
+	Locks    string // comma separated, or "all"
+	Nemeses  string // comma separated ("a+b" combines), or "all"
+	Settings Settings
+	Fence    bool
+	Wait     bool
+}
+
+// PlanLists builds the cells of --locks x --nemeses, with no expectations.
+func PlanLists(l Lists, env Environment) (*reports.Campaign, error) {
+	lockNames := splitList(l.Locks)
+	if l.Locks == "all" {
+		lockNames = locks.Names()
+	}
+	nemNames := splitList(l.Nemeses)
+	if l.Nemeses == "all" {
+		nemNames = nemesis.Names()
+	}
+	if len(lockNames) == 0 || len(nemNames) == 0 {
+		return nil, fmt.Errorf("--locks and --nemeses must each name at least one (or all)")
+	}
+	cfg := &Config{Defaults: l.Settings}
+	for _, lk := range lockNames {
+		if s, ok := locks.Lookup(lk); ok && l.Fence && !s.Fencing && l.Locks == "all" {
+			continue // --fence --locks all: the schemes that have tokens
+		}
+		cc := CellConfig{Lock: lk, Fence: l.Fence, Wait: l.Wait, Expect: map[string]string{}}
+		for _, n := range nemNames {
+			cc.Expect[n] = ""
+		}
+		cfg.Cells = append(cfg.Cells, cc)
+	}
+	return plan(cfg, nemNames, env)
+}
+
+// PlanConfig builds the cells of a config file.
+func PlanConfig(c *Config, env Environment) (*reports.Campaign, error) {
+	return plan(c, nil, env)
+}
+
+// plan turns a config into the campaign's cells; columns orders the
+// columns (nil: in the order of nemesis.All, combinations last).
+func plan(c *Config, columns []string, env Environment) (*reports.Campaign, error) {
+	camp := &reports.Campaign{Schema: reports.CampaignSchema, Name: c.Name, Runs: c.Runs, Seed: 1}
+	if c.Seed != nil {
+		camp.Seed = *c.Seed
+	}
+	if camp.Runs == 0 {
+		camp.Runs = 1
+	}
+	defaults := c.Defaults.Merge(BuiltinDefaults)
+	seenCol := map[string]bool{}
+	seenRow := map[string]bool{}
+	for i, cc := range c.Cells {
+		s, ok := locks.Lookup(cc.Lock)
+		if !ok {
+			return nil, fmt.Errorf("cell %d: unknown lock %q (known: %s)", i+1, cc.Lock, strings.Join(locks.Names(), ", "))
+		}
+		if cc.Fence && !s.Fencing {
+			return nil, fmt.Errorf("cell %d: lock %s cannot hand out fencing tokens", i+1, s.Name)
+		}
+		set := cc.Settings.Merge(defaults)
+		if err := checkRange(set.Hold); err != nil {
+			return nil, fmt.Errorf("cell %d (%s): hold: %w", i+1, cc.Lock, err)
+		}
+		if err := checkRange(set.Think); err != nil {
+			return nil, fmt.Errorf("cell %d (%s): think: %w", i+1, cc.Lock, err)
+		}
+		row := RowName(cc.Lock, cc.Topology, cc.Fence, cc.Wait, cc.Params)
+		if !seenRow[row] {
+			seenRow[row] = true
+			camp.Rows = append(camp.Rows, row)
+		}
+		nems := make([]string, 0, len(cc.Expect))
+		for n := range cc.Expect {
+			nems = append(nems, n)
+		}
+		sort.Slice(nems, func(a, b int) bool {
+			return columnRank(nems[a]) < columnRank(nems[b]) || (columnRank(nems[a]) == columnRank(nems[b]) && nems[a] < nems[b])
+		})
+		for _, n := range nems {
+			col := ColumnName(n)
+			if _, _, err := nemesis.Parse(strings.ReplaceAll(col, "+", ",")); err != nil {
+				return nil, fmt.Errorf("cell %d (%s): %w", i+1, cc.Lock, err)
+			}
+			seenCol[col] = true
+			cell := reports.Cell{
+				ID: row + "/" + col, Row: row, Column: col, Lock: cc.Lock, Nemesis: strings.ReplaceAll(col, "+", ","),
+				Topology: cc.Topology, Fence: cc.Fence, Wait: cc.Wait, Params: set.Params,
+				TimeLimitNs: int64(set.TimeLimit), Clients: set.Clients, TTLNs: int64(set.TTL),
+				Hold: set.Hold, Think: set.Think, OpTimeoutNs: int64(set.OpTimeout), WaitTimeoutNs: int64(set.WaitTimeout),
+				Expect: cc.Expect[n], Status: reports.CellPending, FirstViolationNs: -1,
+			}
+			if camp.Cell(cell.ID) != nil {
+				return nil, fmt.Errorf("cell %s given twice", cell.ID)
+			}
+			if st, why := Applicable(s, cc.Topology, col, env); st != "" {
+				cell.Status, cell.Reason = st, why
+			}
+			cell.Summarize()
+			camp.Cells = append(camp.Cells, cell)
+		}
+	}
+	if columns == nil {
+		for col := range seenCol {
+			columns = append(columns, col)
+		}
+		sort.Slice(columns, func(a, b int) bool {
+			ra, rb := columnRank(columns[a]), columnRank(columns[b])
+			if ra != rb {
+				return ra < rb
+			}
+			return columns[a] < columns[b]
+		})
+	} else {
+		for i := range columns {
+			columns[i] = ColumnName(columns[i])
+		}
+	}
+	camp.Columns = columns
+	return camp, nil
+}
+
+// columnRank orders faults as nemesis.All does; combinations come after
+// single faults.
+func columnRank(col string) int {
+	col = ColumnName(col)
+	for i, n := range nemesis.Names() {
+		if n == col {
+			return i
+		}
+	}
+	return 1000 + strings.Count(col, "+")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ParseRange reads "100ms..500ms" or a single duration.
+func ParseRange(s string) (lo, hi time.Duration, err error) {
+	a, b, found := strings.Cut(s, "..")
+	if !found {
+		b = a
+	}
+	if lo, err = time.ParseDuration(strings.TrimSpace(a)); err != nil {
+		return 0, 0, fmt.Errorf("bad duration %q (want e.g. 100ms..500ms)", a)
+	}
+	if hi, err = time.ParseDuration(strings.TrimSpace(b)); err != nil {
+		return 0, 0, fmt.Errorf("bad duration %q (want e.g. 100ms..500ms)", b)
+	}
+	if lo < 0 || hi < lo {
+		return 0, 0, fmt.Errorf("%q: want 0 <= MIN <= MAX", s)
+	}
+	return lo, hi, nil
+}
+
+func checkRange(s string) error {
+	_, _, err := ParseRange(s)
+	return err
+}

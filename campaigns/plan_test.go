@@ -1,0 +1,138 @@
+package campaigns_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/campaigns"
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/reports"
+)
+
+func scheme(t *testing.T, name string) locks.Scheme {
+	t.Helper()
+	s, ok := locks.Lookup(name)
+	require.True(t, ok, name)
+	return s
+}
+
+func TestApplicable(t *testing.T) {
+	all := campaigns.Environment{}
+	noRoot := campaigns.Environment{NetErr: errors.New("partitions need root")}
+	noMaria := campaigns.Environment{Missing: func(topology string) []clusters.Requirement {
+		if topology == "mysql" {
+			return []clusters.Requirement{{Binary: "mariadbd", Package: "mariadb-server"}}
+		}
+		return nil
+	}}
+	cases := []struct {
+		name, lock, topology, column string
+		env                          campaigns.Environment
+		want                         string
+	}{
+		{"baseline", "redis-lua", "", "none", all, ""},
+		{"pause anywhere", "mysql-get-lock", "", "pause", all, ""},
+		{"failover needs a primary with a replica", "redis-lua", "", "failover", all, reports.CellNA},
+		{"sentinel fails over", "redis-sentinel", "", "failover", all, ""},
+		{"mysql-replicated fails over", "mysql-get-lock", "mysql-replicated", "failover", all, ""},
+		{"no clock shim on mysql", "mysql-unique", "", "clock", all, reports.CellNA},
+		{"clock on redis", "redis-lua", "", "clock", all, ""},
+		{"client clock only matters to validity checks", "redis-lua", "", "clock-client", all, reports.CellNA},
+		{"redlock checks validity", "redlock", "", "clock-client", all, ""},
+		{"sentinel runs on loopback only", "redis-sentinel", "", "partition", all, reports.CellNA},
+		{"partition without root is skipped", "redis-lua", "", "partition", noRoot, reports.CellSkipped},
+		{"missing server is skipped", "mysql-unique", "", "none", noMaria, reports.CellSkipped},
+		{"combination: n/a if any part is", "redis-lua", "", "pause+failover", all, reports.CellNA},
+		{"wrong topology", "redis-lua", "mysql", "none", all, reports.CellNA},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, why := campaigns.Applicable(scheme(t, tc.lock), tc.topology, tc.column, tc.env)
+			require.Equal(t, tc.want, got, why)
+			if got != "" {
+				require.NotEmpty(t, why)
+			}
+		})
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	good := `name: x
+seed: 7
+runs: 2
+defaults: {time_limit: 3s, ttl: 500ms}
+cells:
+  - lock: redis-lua
+    fence: true
+    expect: {none: safe, pause: safe, "pause+kill": either}
+  - lock: redis-lua
+    time_limit: 9s
+    expect: {failover: safe}
+`
+	c, err := campaigns.ParseConfig([]byte(good))
+	require.NoError(t, err)
+	camp, err := campaigns.PlanConfig(c, campaigns.Environment{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"redis-lua +fence", "redis-lua"}, camp.Rows)
+	require.Equal(t, []string{"none", "pause", "failover", "pause+kill"}, camp.Columns)
+	require.Equal(t, int64(7), camp.Seed)
+	require.Equal(t, 2, camp.Runs)
+	cell := camp.Cell("redis-lua +fence/pause+kill")
+	require.NotNil(t, cell)
+	require.Equal(t, "pause,kill", cell.Nemesis)
+	require.Equal(t, reports.ExpectEither, cell.Expect)
+	require.Equal(t, int64(3e9), cell.TimeLimitNs)
+	require.Equal(t, int64(5e8), cell.TTLNs)
+	require.Equal(t, "50ms..250ms", cell.Hold) // built-in default
+	fo := camp.Cell("redis-lua/failover")
+	require.Equal(t, reports.CellNA, fo.Status)
+	require.Equal(t, reports.NotRun, fo.Outcome) // n/a never differs
+	require.Equal(t, int64(9e9), fo.TimeLimitNs)
+
+	bad := []struct{ name, yaml string }{
+		{"unknown key", "cells:\n  - lock: redis-lua\n    expekt: {none: safe}\n"},
+		{"bad expectation", "cells:\n  - lock: redis-lua\n    expect: {none: fine}\n"},
+		{"no expectation", "cells:\n  - lock: redis-lua\n"},
+		{"no cells", "name: x\n"},
+		{"bad duration", "defaults: {time_limit: soon}\ncells:\n  - lock: redis-lua\n    expect: {none: safe}\n"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := campaigns.ParseConfig([]byte(tc.yaml))
+			require.Error(t, err)
+		})
+	}
+	for _, tc := range []struct{ name, yaml string }{
+		{"unknown lock", "cells:\n  - lock: nope\n    expect: {none: safe}\n"},
+		{"unknown fault", "cells:\n  - lock: redis-lua\n    expect: {earthquake: safe}\n"},
+		{"fence without tokens", "cells:\n  - lock: redlock\n    fence: true\n    expect: {none: safe}\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := campaigns.ParseConfig([]byte(tc.yaml))
+			require.NoError(t, err)
+			_, err = campaigns.PlanConfig(c, campaigns.Environment{})
+			require.Error(t, err)
+		})
+	}
+}
+
+// TestNightlyConfig: the shipped config parses, covers every scheme in
+// the registry, and expects something of every cell that can run.
+func TestNightlyConfig(t *testing.T) {
+	c, err := campaigns.LoadConfig("nightly.yaml")
+	require.NoError(t, err)
+	camp, err := campaigns.PlanConfig(c, campaigns.Environment{})
+	require.NoError(t, err)
+	covered := map[string]bool{}
+	for _, cell := range camp.Cells {
+		covered[cell.Lock] = true
+		require.NotEqual(t, reports.CellNA, cell.Status, "%s is n/a: drop it from nightly.yaml (%s)", cell.ID, cell.Reason)
+		require.NotEmpty(t, cell.Expect, cell.ID)
+	}
+	for _, name := range locks.Names() {
+		require.True(t, covered[name], "nightly.yaml does not cover scheme %s", name)
+	}
+}

@@ -1,0 +1,503 @@
+// Package docker runs the topologies as containers, through the Docker
+// Engine API (DOCKER_HOST honoured), on a user-defined bridge network per
+// run. Every container and network it creates is labelled with the run id
+// (LabelRun), so `locktest cleanup` can remove what a crashed run left.
+//
+// Faults act on the containers: pause-server is `docker pause` (the cgroup
+// freezer), kill is `docker kill` + `docker start` (a fresh redis-server,
+// empty, at the same address), the clock fault shifts a libfaketime shim
+// inside the container through a bind-mounted offset file, and partitions
+// are DROP rules inside the containers' own network namespaces, reached from
+// the host by naming them (`ip netns attach`); clients that partitions aim
+// at get namespaces of their own plugged into the network's bridge. The
+// root namespace's firewall is never touched.
+//
+// Only the Redis topologies are supported: Topologies lists them.
+package docker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/netns"
+)
+
+// Labels on everything the backends create or recognise.
+const (
+	LabelRun      = "locktest.run"      // the run id (containers, networks)
+	LabelTopology = "locktest.topology" // e.g. "redis5"
+	LabelNode     = "locktest.node"     // e.g. "redis-3"
+)
+
+// Topologies lists the topologies the docker and compose backends run, with
+// the number of servers of each.
+var Topologies = []struct {
+	Name  string
+	Nodes int
+}{{"redis", 1}, {"redis5", 5}}
+
+// Supports reports whether topology runs on the docker backends.
+func Supports(topology string) bool {
+	for _, t := range Topologies {
+		if t.Name == topology {
+			return true
+		}
+	}
+	return false
+}
+
+// Names lists the supported topologies.
+func Names() []string {
+	var out []string
+	for _, t := range Topologies {
+		out = append(out, t.Name)
+	}
+	return out
+}
+
+// Image kinds and their defaults: the official images.
+const (
+	KindRedis         = "redis"
+	DefaultRedisImage = "redis:7"
+	// LocalRedisImage is what scripts/build-images.sh builds.
+	LocalRedisImage = "locktest/redis:bookworm"
+)
+
+// ImageEnv is the environment variable that overrides the image of kind.
+func ImageEnv(kind string) string { return "LOCKTEST_IMAGE_" + strings.ToUpper(kind) }
+
+// Image returns the image for kind: overrides[kind] (the --image flag),
+// else $LOCKTEST_IMAGE_<KIND>, else the official image.
+func Image(kind string, overrides map[string]string) string {
+	if v := overrides[kind]; v != "" {
+		return v
+	}
+	if v := os.Getenv(ImageEnv(kind)); v != "" {
+		return v
+	}
+	switch kind {
+	case KindRedis:
+		return DefaultRedisImage
+	}
+	return ""
+}
+
+// Connect opens an Engine API client from the environment (DOCKER_HOST,
+// DOCKER_API_VERSION, DOCKER_CERT_PATH, DOCKER_TLS_VERIFY) and checks that
+// the engine answers.
+func Connect(ctx context.Context) (*client.Client, error) {
+	c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := c.Ping(pctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("no Docker engine answers at %s: %w", c.DaemonHost(), err)
+	}
+	return c, nil
+}
+
+// Backend starts topologies as containers.
+type Backend struct {
+	// Images overrides the image per kind ("redis"); see Image.
+	Images map[string]string
+}
+
+// Name returns "docker".
+func (Backend) Name() string { return "docker" }
+
+// Start creates the run's network and the topology's containers, and
+// returns once every server answers. s.RunID labels them; s.NetID, when
+// set, names the network namespaces partitions use.
+func (b Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
+	count := 0
+	for _, t := range Topologies {
+		if t.Name == s.Topology {
+			count = t.Nodes
+		}
+	}
+	if count == 0 {
+		return nil, fmt.Errorf("docker backend: topology %q is not supported (supported: %s)", s.Topology, strings.Join(Names(), ", "))
+	}
+	if s.RunID == "" {
+		return nil, errors.New("docker backend: the spec has no run id")
+	}
+	cli, err := Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	img := Image(KindRedis, b.Images)
+	if err := ensureImage(ctx, cli, img, KindRedis); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	c := &cluster{cli: cli, topology: s.Topology, runID: s.RunID, image: img, owned: true}
+	fail := func(err error) (clusters.Cluster, error) {
+		_ = c.Stop(context.Background())
+		return nil, err
+	}
+	if err := c.createNetwork(ctx); err != nil {
+		return fail(err)
+	}
+	for i := 1; i <= count; i++ {
+		name := fmt.Sprintf("redis-%d", i)
+		n := &node{c: c, name: name, dir: filepath.Join(s.Dir, "servers", name), ip: c.serverIP(i), port: 6379}
+		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+			return fail(err)
+		}
+		if s.ClockShim {
+			if err := n.useClockShim(); err != nil {
+				return fail(err)
+			}
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	errs := make([]error, len(c.nodes))
+	done := make(chan int)
+	for i, n := range c.nodes {
+		go func() {
+			errs[i] = n.create(ctx)
+			if errs[i] == nil {
+				errs[i] = n.startAndWait(ctx)
+			}
+			done <- i
+		}()
+	}
+	for range c.nodes {
+		<-done
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fail(err)
+	}
+	if s.NetID != "" {
+		if err := c.joinNet(s.NetID); err != nil {
+			return fail(err)
+		}
+	}
+	c.version = redisVersion(c.nodes[0].Addr())
+	return c, nil
+}
+
+// ensureImage finds img locally or pulls it; a failed pull says how to build
+// a local image instead.
+func ensureImage(ctx context.Context, cli *client.Client, img, kind string) error {
+	if _, err := cli.ImageInspect(ctx, img); err == nil {
+		return nil
+	}
+	rc, err := cli.ImagePull(ctx, img, image.PullOptions{})
+	if err == nil {
+		_, err = io.Copy(io.Discard, rc)
+		rc.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("image %s is not here and could not be pulled (%v): build a local one with `sudo ./scripts/build-images.sh` and run with %s=%s (or --image %s=%s)",
+			img, firstLine(err.Error()), ImageEnv(kind), LocalRedisImage, kind, LocalRedisImage)
+	}
+	return nil
+}
+
+// cluster is a started topology on docker.
+type cluster struct {
+	cli      *client.Client
+	topology string
+	runID    string
+	image    string
+	version  string
+	owned    bool // created by this run: Stop removes it (compose: false)
+
+	netID   string // the Docker network's id
+	bridge  string // its bridge device in the root namespace
+	subnet  netip.Prefix
+	nodes   []*node
+	net     *netns.Net
+	netName string
+}
+
+func (c *cluster) Topology() string { return c.topology }
+
+func (c *cluster) Nodes() []clusters.Node {
+	out := make([]clusters.Node, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n
+	}
+	return out
+}
+
+func (c *cluster) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.Addr()
+	}
+	return out
+}
+
+func (c *cluster) Versions() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = fmt.Sprintf("%s: %s (image %s)", n.name, c.version, n.image())
+	}
+	return out
+}
+
+// Net returns the run's network layer (partitions), nil without one.
+func (c *cluster) Net() *netns.Net { return c.net }
+
+// Stop saves each server's log into its directory, heals and removes the
+// network namespaces, removes the containers (with their volumes) and the
+// network. On a compose stack (not created by the run) it only heals: it
+// resumes paused servers and starts killed ones, and removes nothing.
+func (c *cluster) Stop(ctx context.Context) error {
+	var errs []error
+	if c.net != nil {
+		errs = append(errs, c.net.Heal(ctx), c.net.Close())
+		c.net = nil
+	}
+	for _, n := range c.nodes {
+		if n.id == "" {
+			continue
+		}
+		if !c.owned {
+			errs = append(errs, n.heal(ctx))
+			continue
+		}
+		n.saveLog(ctx)
+		if err := c.cli.ContainerRemove(ctx, n.id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", n.name, err))
+		}
+	}
+	if c.owned && c.netID != "" {
+		if err := c.cli.NetworkRemove(ctx, c.netID); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", c.netName, err))
+		}
+		c.netID = ""
+	}
+	c.cli.Close()
+	return errors.Join(errs...)
+}
+
+// createNetwork creates the run's bridge network on a /22 that overlaps no
+// Docker network and no route of the host, with a bridge device named
+// after the run (so partitions know it).
+func (c *cluster) createNetwork(ctx context.Context) error {
+	c.netName = "locktest-" + c.runID
+	c.bridge = bridgeName(c.runID)
+	taken, err := takenPrefixes(ctx, c.cli)
+	if err != nil {
+		return err
+	}
+	var lastErr error
+	tries := 0
+	for _, p := range candidates(c.runID) {
+		if overlapsAny(p, taken) {
+			continue
+		}
+		if tries++; tries > 8 {
+			break
+		}
+		gw := p.Addr().Next()
+		resp, err := c.cli.NetworkCreate(ctx, c.netName, network.CreateOptions{
+			Driver: "bridge",
+			Labels: map[string]string{LabelRun: c.runID, LabelTopology: c.topology},
+			IPAM:   &network.IPAM{Config: []network.IPAMConfig{{Subnet: p.String(), Gateway: gw.String()}}},
+			Options: map[string]string{
+				"com.docker.network.bridge.name": c.bridge,
+			},
+		})
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		c.netID, c.subnet = resp.ID, p
+		return nil
+	}
+	return fmt.Errorf("create network %s: no free /22 found in 172.28.0.0/14 (last error: %v)", c.netName, lastErr)
+}
+
+// serverIP is the fixed address of server i (1-based): .10+i.
+func (c *cluster) serverIP(i int) string {
+	a := c.subnet.Addr().As4()
+	a[3] = byte(10 + i)
+	return netip.AddrFrom4(a).String()
+}
+
+// clientIP is the address of the i-th client namespace (1-based), counted
+// down from the top of the subnet, where Docker's allocator never reaches
+// first.
+func clientIP(p netip.Prefix, i int) (string, error) {
+	a := p.Masked().Addr().As4()
+	size := uint32(1) << (32 - p.Bits())
+	base := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	if uint32(i) > size/2-2 {
+		return "", fmt.Errorf("no address left for client %d in %s", i, p)
+	}
+	v := base + size - 1 - uint32(i) // below the broadcast address
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String(), nil
+}
+
+// joinNet names each container's namespace for partitions and readies
+// client namespaces on the network's bridge.
+func (c *cluster) joinNet(netID string) error {
+	nw, err := netns.Join(netID, c.bridge, c.subnet.Bits(), func(i int) (string, error) { return clientIP(c.subnet, i) })
+	if err != nil {
+		return err
+	}
+	c.net = nw
+	for _, n := range c.nodes {
+		h, err := nw.Attach(n.name, n.PID(), n.ip)
+		if err != nil {
+			return err
+		}
+		n.host = h
+	}
+	return nil
+}
+
+func bridgeName(runID string) string {
+	b := "br-" + runID
+	if len(b) > 15 {
+		b = b[:15]
+	}
+	return b
+}
+
+// candidates lists the /22s of 172.28.0.0/14 (172.28-31), starting at a
+// place drawn from the run id so that parallel runs rarely collide. A /22
+// holds the servers (from .11) and up to 510 client namespaces (from the
+// top down).
+func candidates(runID string) []netip.Prefix {
+	var h uint32 = 2166136261
+	for _, ch := range runID {
+		h = (h ^ uint32(ch)) * 16777619
+	}
+	const n = 4 * 64
+	out := make([]netip.Prefix, 0, n)
+	for k := 0; k < n; k++ {
+		i := (int(h%n) + k) % n
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4([4]byte{172, byte(28 + i/64), byte(i % 64 * 4), 0}), 22))
+	}
+	return out
+}
+
+// takenPrefixes returns the subnets of every Docker network and every IPv4
+// route of the host.
+func takenPrefixes(ctx context.Context, cli *client.Client) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	nets, err := cli.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	for _, n := range nets {
+		for _, cfg := range n.IPAM.Config {
+			if p, err := netip.ParsePrefix(cfg.Subnet); err == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return append(out, hostRoutes()...), nil
+}
+
+// hostRoutes reads the IPv4 routes of the root namespace (not the default
+// route).
+func hostRoutes() []netip.Prefix {
+	f, err := os.Open("/proc/net/route")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []netip.Prefix
+	sc := bufio.NewScanner(f)
+	sc.Scan() // header
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) < 8 {
+			continue
+		}
+		var dst, mask uint32
+		if _, err := fmt.Sscanf(fs[1]+" "+fs[7], "%x %x", &dst, &mask); err != nil || mask == 0 {
+			continue
+		}
+		// Little-endian hex in /proc/net/route.
+		a := netip.AddrFrom4([4]byte{byte(dst), byte(dst >> 8), byte(dst >> 16), byte(dst >> 24)})
+		bits := 0
+		for m := mask; m != 0; m >>= 1 {
+			bits += int(m & 1)
+		}
+		out = append(out, netip.PrefixFrom(a, bits))
+	}
+	return out
+}
+
+func overlapsAny(p netip.Prefix, taken []netip.Prefix) bool {
+	return slices.ContainsFunc(taken, p.Overlaps)
+}
+
+// redisVersion asks a server for its version (INFO server).
+func redisVersion(addr string) string {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "redis (version unknown)"
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return "redis (version unknown)"
+	}
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return "redis (version unknown)"
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return "redis " + v
+		}
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// runFilter selects what carries run id's label.
+func runFilter(runID string) filters.Args {
+	return filters.NewArgs(filters.Arg("label", LabelRun+"="+runID))
+}
+
+// demux writes a container log stream (stdout and stderr multiplexed) to w.
+var demux = stdcopy.StdCopy
+
+// Available says why the docker backend cannot run the image of kind here
+// (no engine, no such image locally), or nil. It never pulls.
+func Available(ctx context.Context, kind string, overrides map[string]string) error {
+	cli, err := Connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	img := Image(kind, overrides)
+	if _, err := cli.ImageInspect(ctx, img); err != nil {
+		return fmt.Errorf("image %s is not here: build a local one with `sudo ./scripts/build-images.sh` and set %s=%s", img, ImageEnv(kind), LocalRedisImage)
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package docker
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCandidates(t *testing.T) {
+	all := candidates("lt0233523520")
+	require.Len(t, all, 256)
+	pool := netip.MustParsePrefix("172.28.0.0/14")
+	seen := map[netip.Prefix]bool{}
+	for _, p := range all {
+		require.Equal(t, 22, p.Bits())
+		require.Equal(t, p, p.Masked(), "%s is not aligned", p)
+		require.True(t, pool.Contains(p.Addr()), "%s is outside %s", p, pool)
+		require.False(t, seen[p], "%s twice", p)
+		seen[p] = true
+	}
+	require.NotEqual(t, all[0], candidates("lt0233523521")[0], "two runs start at the same place")
+	require.True(t, overlapsAny(netip.MustParsePrefix("172.28.4.0/22"), []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}))
+}
+
+func TestClientIP(t *testing.T) {
+	cases := []struct {
+		prefix string
+		i      int
+		want   string
+	}{
+		{"172.28.4.0/22", 1, "172.28.7.254"},
+		{"172.28.4.0/22", 2, "172.28.7.253"},
+		{"172.28.4.0/22", 300, "172.28.6.211"},
+		{"172.18.0.0/16", 1, "172.18.255.254"},
+	}
+	for _, tc := range cases {
+		got, err := clientIP(netip.MustParsePrefix(tc.prefix), tc.i)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, "%s #%d", tc.prefix, tc.i)
+	}
+	_, err := clientIP(netip.MustParsePrefix("172.28.4.0/22"), 511)
+	require.Error(t, err)
+}

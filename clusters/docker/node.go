@@ -1,0 +1,317 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/netns"
+)
+
+// shimDir is where a node's directory (the clock offset file) is mounted
+// inside its container.
+const shimDir = "/locktest"
+
+// node is one redis-server container. It keeps its address across kill and
+// restart (a fixed IP on the run's network); a restart is a fresh process
+// with no data.
+type node struct {
+	c     *cluster
+	name  string
+	dir   string // on the host: logs, the clock offset file
+	ip    string
+	port  int
+	host  *netns.Host // the container's namespace, nil without partitions
+	shim  bool        // started under the clock shim
+	clock string      // the shim's offset file on the host
+
+	mu  sync.Mutex
+	id  string // container id
+	pid int    // the server's pid on the host, 0 while down
+	img string // image of a compose container
+}
+
+var (
+	_ clusters.Node         = (*node)(nil)
+	_ clusters.Hosted       = (*node)(nil)
+	_ clusters.ClockShifter = (*node)(nil)
+)
+
+func (n *node) Name() string { return n.name }
+func (n *node) Addr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.port)) }
+
+// Host returns the container's namespace as a host of the run's network, or
+// nil when the run has no partitions.
+func (n *node) Host() *netns.Host { return n.host }
+
+func (n *node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pid
+}
+
+func (n *node) image() string {
+	if n.img != "" {
+		return n.img
+	}
+	return n.c.image
+}
+
+func (n *node) containerName() string { return "locktest-" + n.c.runID + "-" + n.name }
+
+// useClockShim writes the offset file the shim reads inside the container.
+func (n *node) useClockShim() error {
+	n.shim = true
+	n.clock = filepath.Join(n.dir, "clock-offset")
+	return os.WriteFile(n.clock, []byte("+0\n"), 0o644)
+}
+
+// ShiftClock sets the server's wall clock to real time + offset (the shim
+// reads the bind-mounted file on every call).
+func (n *node) ShiftClock(offset time.Duration) error {
+	if !n.shim {
+		return fmt.Errorf("%s runs without the clock shim", n.name)
+	}
+	tmp := n.clock + ".tmp"
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%+.3f\n", offset.Seconds())), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, n.clock)
+}
+
+// create makes the container, on the run's network at its fixed address.
+func (n *node) create(ctx context.Context) error {
+	cfg := &container.Config{
+		Image: n.c.image,
+		Cmd: []string{"redis-server", "--bind", "0.0.0.0", "--port", strconv.Itoa(n.port),
+			"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "notice"},
+		Labels: map[string]string{LabelRun: n.c.runID, LabelTopology: n.c.topology, LabelNode: n.name},
+	}
+	hc := &container.HostConfig{}
+	if n.shim {
+		cfg.Env = []string{
+			"LD_PRELOAD=" + clusters.MallocDebugLib + ":" + clusters.FaketimeLib,
+			"FAKETIME_TIMESTAMP_FILE=" + shimDir + "/clock-offset",
+			"FAKETIME_NO_CACHE=1",
+			"FAKETIME_DONT_FAKE_MONOTONIC=1",
+		}
+		hc.Binds = []string{n.dir + ":" + shimDir}
+		if _, err := os.Stat(clusters.FaketimeLib); err == nil {
+			// An official image has no libfaketime: lend it the host's
+			// (both are Debian's glibc; a locally built image has its own).
+			hc.Binds = append(hc.Binds, clusters.FaketimeLib+":"+clusters.FaketimeLib+":ro")
+		}
+	}
+	nc := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		n.c.netName: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: n.ip}},
+	}}
+	resp, err := n.c.cli.ContainerCreate(ctx, cfg, hc, nc, nil, n.containerName())
+	if err != nil {
+		return fmt.Errorf("create %s: %w", n.name, err)
+	}
+	n.mu.Lock()
+	n.id = resp.ID
+	n.mu.Unlock()
+	return nil
+}
+
+// startAndWait starts the container and waits until the server answers
+// PING.
+func (n *node) startAndWait(ctx context.Context) error {
+	if err := n.c.cli.ContainerStart(ctx, n.id, container.StartOptions{}); err != nil {
+		return fmt.Errorf("start %s: %w", n.name, err)
+	}
+	if err := n.refreshPID(ctx); err != nil {
+		return err
+	}
+	return n.waitReady(ctx, 20*time.Second)
+}
+
+func (n *node) refreshPID(ctx context.Context) error {
+	info, err := n.c.cli.ContainerInspect(ctx, n.id)
+	if err != nil {
+		return fmt.Errorf("inspect %s: %w", n.name, err)
+	}
+	pid := 0
+	if info.State != nil && info.State.Running {
+		pid = info.State.Pid
+	}
+	n.mu.Lock()
+	n.pid = pid
+	n.mu.Unlock()
+	return nil
+}
+
+// waitReady polls PING over the bridge every 20 ms.
+func (n *node) waitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var last error
+	for {
+		if last = ping(n.Addr()); last == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s (%s) did not answer PING within %s: %v; last log lines: %s", n.name, n.Addr(), limit, last, n.tail(ctx, 3))
+		}
+		info, err := n.c.cli.ContainerInspect(ctx, n.id)
+		if err == nil && info.State != nil && !info.State.Running && !info.State.Paused {
+			return fmt.Errorf("%s exited at start (code %d): %s", n.name, info.State.ExitCode, n.tail(ctx, 3))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// ping sends an inline PING and waits for +PONG. From the root namespace:
+// the address is on a Docker bridge of this machine, routed to it locally.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}
+
+// Pause freezes every process of the container (the cgroup freezer).
+func (n *node) Pause() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.c.cli.ContainerPause(ctx, n.id); err != nil {
+		return fmt.Errorf("pause %s: %w", n.name, err)
+	}
+	return nil
+}
+
+// Resume thaws a paused container.
+func (n *node) Resume() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.c.cli.ContainerUnpause(ctx, n.id); err != nil {
+		// Killed (and maybe restarted) while paused: nothing is frozen
+		// any more, as after SIGCONT to a new process.
+		if info, ierr := n.c.cli.ContainerInspect(ctx, n.id); ierr == nil && info.State != nil && !info.State.Paused {
+			return nil
+		}
+		return fmt.Errorf("resume %s: %w", n.name, err)
+	}
+	return nil
+}
+
+// Kill sends SIGKILL to the container and waits until it has stopped.
+func (n *node) Kill() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if n.PID() == 0 {
+		return fmt.Errorf("%s is not running", n.name)
+	}
+	wait, werr := n.c.cli.ContainerWait(ctx, n.id, container.WaitConditionNotRunning)
+	if err := n.c.cli.ContainerKill(ctx, n.id, "KILL"); err != nil {
+		return fmt.Errorf("kill %s: %w", n.name, err)
+	}
+	select {
+	case <-wait:
+	case err := <-werr:
+		return fmt.Errorf("kill %s: %w", n.name, err)
+	}
+	n.mu.Lock()
+	n.pid = 0
+	n.mu.Unlock()
+	return nil
+}
+
+// Restart starts the killed container again: a fresh, empty redis-server
+// at the same address (and, with partitions, its new namespace named again
+// with the blocks in force written into it).
+func (n *node) Restart(ctx context.Context) error {
+	if n.PID() != 0 {
+		return fmt.Errorf("%s is still running", n.name)
+	}
+	if err := n.c.cli.ContainerStart(ctx, n.id, container.StartOptions{}); err != nil {
+		return fmt.Errorf("restart %s: %w", n.name, err)
+	}
+	if err := n.refreshPID(ctx); err != nil {
+		return err
+	}
+	if n.host != nil && n.c.net != nil {
+		if err := n.c.net.Reattach(ctx, n.host, n.PID()); err != nil {
+			return err
+		}
+	}
+	return n.waitReady(ctx, 15*time.Second)
+}
+
+// heal leaves a compose container running and thawed.
+func (n *node) heal(ctx context.Context) error {
+	info, err := n.c.cli.ContainerInspect(ctx, n.id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case info.State.Paused:
+		return n.c.cli.ContainerUnpause(ctx, n.id)
+	case !info.State.Running:
+		return n.c.cli.ContainerStart(ctx, n.id, container.StartOptions{})
+	}
+	return nil
+}
+
+// saveLog writes the container's output to redis.log in the node's
+// directory.
+func (n *node) saveLog(ctx context.Context) {
+	rc, err := n.c.cli.ContainerLogs(ctx, n.id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return
+	}
+	defer rc.Close()
+	f, err := os.Create(filepath.Join(n.dir, "redis.log"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = demux(f, f, rc)
+}
+
+// tail returns the container's last log lines, for errors.
+func (n *node) tail(ctx context.Context, lines int) string {
+	rc, err := n.c.cli.ContainerLogs(ctx, n.id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(lines)})
+	if err != nil {
+		return "(no log)"
+	}
+	defer rc.Close()
+	var b strings.Builder
+	if _, err := demux(&b, &b, rc); err != nil && !errors.Is(err, context.Canceled) && b.Len() == 0 {
+		return "(no log)"
+	}
+	return strings.ReplaceAll(strings.TrimSpace(b.String()), "\n", " | ")
+}
+
+// isNotFound reports a missing container or network.
+func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }

@@ -1,0 +1,279 @@
+package local
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// etcd cluster: etcd-server processes of Debian's package (etcd 3.4), each
+// with its own data directory and client and peer URLs on harness-owned
+// addresses. Heartbeat 100 ms and election timeout 500 ms, so a new leader
+// is elected within about a second.
+
+// etcdNode is one etcd member.
+type etcdNode struct {
+	procNode
+	peerAddr string
+}
+
+// etcdCluster is a started etcd cluster.
+type etcdCluster struct {
+	nodes []*etcdNode
+}
+
+var (
+	_ clusters.Cluster = (*etcdCluster)(nil)
+	_ clusters.Leader  = (*etcdCluster)(nil)
+	_ clusters.Hosted  = (*etcdNode)(nil)
+)
+
+func startEtcd(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
+	return startEtcdN(ctx, s, 3)
+}
+
+func startEtcdN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster, error) {
+	c := &etcdCluster{}
+	var free []int
+	if s.Net == nil {
+		var err error
+		if free, err = loopbackPorts(2 * count); err != nil {
+			return nil, err
+		}
+	}
+	var initial []string
+	for i := 0; i < count; i++ {
+		n := &etcdNode{procNode: procNode{name: fmt.Sprintf("etcd-%d", i+1), dir: filepath.Join(s.Dir, "servers", fmt.Sprintf("etcd-%d", i+1)), tracker: s.Tracker, logName: "etcd.log"}}
+		ip, cport, pport := "127.0.0.1", 0, 0
+		if s.Net != nil {
+			h, err := s.Net.AddHost(n.name)
+			if err != nil {
+				return nil, err
+			}
+			n.host, ip, cport, pport = h, h.IP, 2379, 2380
+		} else {
+			cport, pport = free[2*i], free[2*i+1]
+		}
+		n.addr = net.JoinHostPort(ip, strconv.Itoa(cport))
+		n.peerAddr = net.JoinHostPort(ip, strconv.Itoa(pport))
+		initial = append(initial, n.name+"=http://"+n.peerAddr)
+		c.nodes = append(c.nodes, n)
+	}
+	for _, n := range c.nodes {
+		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+			return nil, err
+		}
+		n.argv = []string{"etcd", "--name", n.name, "--data-dir", filepath.Join(n.dir, "data"),
+			"--logger=zap", "--log-outputs=stderr",
+			"--listen-client-urls", "http://" + n.addr, "--advertise-client-urls", "http://" + n.addr,
+			"--listen-peer-urls", "http://" + n.peerAddr, "--initial-advertise-peer-urls", "http://" + n.peerAddr,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", "locktest",
+			"--heartbeat-interval", "100", "--election-timeout", "500"}
+	}
+	for _, n := range c.nodes {
+		if err := n.launch(); err != nil {
+			_ = c.Stop(context.Background())
+			return nil, err
+		}
+	}
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.waitReady(ctx, 30*time.Second, n.healthy)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_ = c.Stop(context.Background())
+		return nil, err
+	}
+	if _, err := c.Leader(ctx); err != nil {
+		_ = c.Stop(context.Background())
+		return nil, err
+	}
+	return c, nil
+}
+
+// httpClient talks to the node's client URL from the node's namespace.
+func (n *etcdNode) httpClient() *http.Client {
+	return &http.Client{
+		Timeout: time.Second,
+		Transport: &http.Transport{
+			DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				return n.dial(addr, 500*time.Millisecond)
+			},
+		},
+	}
+}
+
+// healthy asks /health, which says true once the member has a leader and
+// serves.
+func (n *etcdNode) healthy() error {
+	resp, err := n.httpClient().Get("http://" + n.addr + "/health")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), `"true"`) {
+		return fmt.Errorf("%s unhealthy: %s", n.name, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// status returns the member's id and the id of the leader it knows.
+func (n *etcdNode) status() (member, leader string, err error) {
+	resp, err := n.httpClient().Post("http://"+n.addr+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Header struct {
+			MemberID string `json:"member_id"`
+		} `json:"header"`
+		Leader string `json:"leader"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return "", "", fmt.Errorf("%s status: %w", n.name, err)
+	}
+	return st.Header.MemberID, st.Leader, nil
+}
+
+// Restart starts the member again with its data directory (an etcd member
+// that lost its data must be removed and added again: another failure).
+func (n *etcdNode) Restart(ctx context.Context) error {
+	if n.PID() != 0 {
+		return fmt.Errorf("%s is still running", n.name)
+	}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = n.launch(); err != nil {
+			continue
+		}
+		if err = n.waitReady(ctx, 30*time.Second, n.healthy); err == nil {
+			return nil
+		}
+		n.kill()
+		time.Sleep(300 * time.Millisecond)
+	}
+	return fmt.Errorf("restart %s: %w", n.name, err)
+}
+
+// RSS returns the member's resident memory in bytes (0 while down).
+func (n *etcdNode) RSS() int64 { return n.rss() }
+
+func (c *etcdCluster) Topology() string { return "etcd3" }
+
+func (c *etcdCluster) Nodes() []clusters.Node {
+	out := make([]clusters.Node, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n
+	}
+	return out
+}
+
+func (c *etcdCluster) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.addr
+	}
+	return out
+}
+
+func (c *etcdCluster) Versions() []string {
+	v := etcdVersion()
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.name + ": " + v
+	}
+	return out
+}
+
+// Leader returns the member that a majority of the running members name
+// as leader, and that names itself.
+func (c *etcdCluster) Leader(ctx context.Context) (clusters.Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var last error = errors.New("no leader")
+	for {
+		ids := map[string]*etcdNode{}
+		votes := map[string]int{}
+		for _, n := range c.nodes {
+			if n.PID() == 0 {
+				continue
+			}
+			m, l, err := n.status()
+			if err != nil {
+				last = err
+				continue
+			}
+			ids[m] = n
+			if l != "" && l != "0" {
+				votes[l]++
+			}
+		}
+		for id, v := range votes {
+			if n, ok := ids[id]; ok && v >= len(c.nodes)/2+1 {
+				return n, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("etcd leader: %w (%w)", last, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *etcdCluster) Stop(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = n.stop(ctx)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+var (
+	etcdVersionOnce sync.Once
+	etcdVersionStr  string
+)
+
+func etcdVersion() string {
+	etcdVersionOnce.Do(func() {
+		etcdVersionStr = "etcd (version unknown)"
+		out, err := exec.Command("etcd", "--version").Output()
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(line, "etcd Version: "); ok {
+				etcdVersionStr = "etcd " + strings.TrimSpace(v)
+			}
+		}
+	})
+	return etcdVersionStr
+}

@@ -1,0 +1,231 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/internal/proc"
+	"github.com/locktest/locktest/internal/runstate"
+)
+
+// procNode is one server process of a replicated ensemble (ZooKeeper,
+// etcd): it keeps its data directory across a kill, as such a server does
+// in production, and runs inside its namespace when it has one. The
+// ensemble-specific parts (the command line, readiness) are given to it.
+type procNode struct {
+	name    string
+	dir     string
+	tracker *runstate.Tracker
+	host    *netns.Host // nil: loopback
+	addr    string      // client address, fixed for the node's life
+	argv    []string    // the server's command line (outside the namespace)
+	env     []string    // extra environment
+	logName string      // log file under dir
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func (n *procNode) Name() string { return n.name }
+func (n *procNode) Addr() string { return n.addr }
+
+// Host returns the node's namespace, or nil on loopback.
+func (n *procNode) Host() *netns.Host { return n.host }
+
+func (n *procNode) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// dial opens a TCP connection to addr from the node's namespace (never
+// from the root namespace to a namespace address: it would leave the
+// machine).
+func (n *procNode) dial(addr string, timeout time.Duration) (net.Conn, error) {
+	if n.host != nil {
+		return n.host.Dial(addr, timeout)
+	}
+	return net.DialTimeout("tcp", addr, timeout)
+}
+
+// launch starts the process; it does not wait for readiness.
+func (n *procNode) launch() error {
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(n.dir, n.logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	argv := n.argv
+	if n.host != nil {
+		argv = n.host.Command(argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = n.dir
+	cmd.Env = append(os.Environ(), n.env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", n.name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	n.tracker.AddProc(cmd.Process.Pid, n.name)
+	n.mu.Lock()
+	n.cmd, n.exited = cmd, exited
+	n.mu.Unlock()
+	return nil
+}
+
+// waitReady polls ready every 50 ms until it returns nil, the process
+// exits, ctx is done or limit passes.
+func (n *procNode) waitReady(ctx context.Context, limit time.Duration, ready func() error) error {
+	n.mu.Lock()
+	exited := n.exited
+	n.mu.Unlock()
+	deadline := time.Now().Add(limit)
+	var last error
+	for {
+		if last = ready(); last == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited at start: %s", n.name, lastLines(filepath.Join(n.dir, n.logName), 3))
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s: %w", n.name, limit, last)
+		}
+	}
+}
+
+// Pause freezes the server and returns once every thread is stopped.
+func (n *procNode) Pause() error {
+	pid := n.PID()
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", n.name)
+	}
+	if err := proc.Stop(pid); err != nil {
+		return fmt.Errorf("pause %s: %w", n.name, err)
+	}
+	return nil
+}
+
+// Resume continues a paused server.
+func (n *procNode) Resume() error {
+	pid := n.PID()
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", n.name)
+	}
+	return proc.Cont(pid)
+}
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (n *procNode) Kill() error {
+	if n.PID() == 0 {
+		return fmt.Errorf("%s is not running", n.name)
+	}
+	n.kill()
+	return nil
+}
+
+func (n *procNode) kill() {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+	<-exited
+	n.tracker.RemoveProc(cmd.Process.Pid)
+}
+
+// stop resumes the server if paused, sends SIGTERM and kills it after a
+// grace period.
+func (n *procNode) stop(ctx context.Context) error {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(3 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	n.tracker.RemoveProc(cmd.Process.Pid)
+	return nil
+}
+
+// KeepsData reports that a restarted node comes back with its data
+// directory (the kill fault says so).
+func (n *procNode) KeepsData() bool { return true }
+
+// rss returns the process's resident memory in bytes, 0 if unknown.
+func (n *procNode) rss() int64 {
+	pid := n.PID()
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	if err != nil {
+		return 0
+	}
+	var size, res int64
+	if _, err := fmt.Sscan(string(b), &size, &res); err != nil {
+		return 0
+	}
+	return res * int64(os.Getpagesize())
+}
+
+// loopbackPorts picks count free loopback ports.
+func loopbackPorts(count int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var out []int
+	for i := 0; i < count; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	return out, nil
+}

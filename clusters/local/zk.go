@@ -1,0 +1,311 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// ZooKeeper ensemble: plain java processes of Debian's zookeeper package,
+// each with its own zoo.cfg, data directory and address. tickTime is
+// 200 ms so elections take about a second; the session timeouts clients may
+// ask for span 2 to 600 ticks (0.4 s to 120 s).
+
+// ZKJar is Debian's ZooKeeper server jar (its manifest names the jars it
+// needs); the log4j jars give it a log file.
+const ZKJar = "/usr/share/java/zookeeper.jar"
+
+var zkClasspath = []string{ZKJar, "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"}
+
+// zkTick is the ensemble's tickTime.
+const zkTick = 200 * time.Millisecond
+
+const zkLog4j = `log4j.rootLogger=INFO, ROLLINGFILE
+log4j.appender.ROLLINGFILE=org.apache.log4j.RollingFileAppender
+log4j.appender.ROLLINGFILE.File=${zookeeper.log.dir}/zookeeper.log
+log4j.appender.ROLLINGFILE.MaxFileSize=10MB
+log4j.appender.ROLLINGFILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.ROLLINGFILE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
+`
+
+// zkNode is one ZooKeeper server.
+type zkNode struct{ procNode }
+
+// zkCluster is a started ZooKeeper ensemble.
+type zkCluster struct {
+	nodes []*zkNode
+}
+
+var (
+	_ clusters.Cluster = (*zkCluster)(nil)
+	_ clusters.Leader  = (*zkCluster)(nil)
+	_ clusters.Hosted  = (*zkNode)(nil)
+)
+
+// startZK starts a 3-node ensemble and returns once a leader is elected and
+// every node serves.
+func startZK(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
+	return startZKN(ctx, s, 3)
+}
+
+func startZKN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster, error) {
+	if _, err := exec.LookPath("java"); err != nil {
+		return nil, clusters.MissingError([]clusters.Requirement{{Binary: "java", Package: "zookeeper"}})
+	}
+	if _, err := os.Stat(ZKJar); err != nil {
+		return nil, clusters.MissingError([]clusters.Requirement{{Binary: ZKJar, Package: "zookeeper"}})
+	}
+	type ports struct{ client, peer, elect int }
+	ps := make([]ports, count)
+	ips := make([]string, count)
+	c := &zkCluster{}
+	if s.Net == nil {
+		free, err := loopbackPorts(3 * count)
+		if err != nil {
+			return nil, err
+		}
+		for i := range ps {
+			ps[i] = ports{free[3*i], free[3*i+1], free[3*i+2]}
+			ips[i] = "127.0.0.1"
+		}
+	}
+	for i := 0; i < count; i++ {
+		n := &zkNode{procNode{name: fmt.Sprintf("zk-%d", i+1), dir: filepath.Join(s.Dir, "servers", fmt.Sprintf("zk-%d", i+1)), tracker: s.Tracker, logName: "stdout.log"}}
+		if s.Net != nil {
+			h, err := s.Net.AddHost(n.name)
+			if err != nil {
+				return nil, err
+			}
+			n.host = h
+			ps[i] = ports{2181, 2888, 3888}
+			ips[i] = h.IP
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	var servers strings.Builder
+	for i := range c.nodes {
+		fmt.Fprintf(&servers, "server.%d=%s:%d:%d\n", i+1, ips[i], ps[i].peer, ps[i].elect)
+	}
+	for i, n := range c.nodes {
+		n.addr = net.JoinHostPort(ips[i], strconv.Itoa(ps[i].client))
+		data := filepath.Join(n.dir, "data")
+		if err := os.MkdirAll(filepath.Join(n.dir, "log"), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			return nil, err
+		}
+		cfg := fmt.Sprintf(`tickTime=%d
+initLimit=10
+syncLimit=5
+minSessionTimeout=%d
+maxSessionTimeout=%d
+dataDir=%s
+clientPort=%d
+clientPortAddress=%s
+4lw.commands.whitelist=*
+admin.enableServer=false
+forceSync=no
+%s`, zkTick.Milliseconds(), 2*zkTick.Milliseconds(), 600*zkTick.Milliseconds(), data, ps[i].client, ips[i], servers.String())
+		files := map[string]string{
+			"zoo.cfg":          cfg,
+			"log4j.properties": zkLog4j,
+			"data/myid":        fmt.Sprintf("%d\n", i+1),
+		}
+		for name, body := range files {
+			if err := os.WriteFile(filepath.Join(n.dir, name), []byte(body), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		n.argv = []string{"java", "-cp", n.dir + ":" + strings.Join(zkClasspath, ":"),
+			"-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
+			"-Dzookeeper.log.dir=" + filepath.Join(n.dir, "log"),
+			"-Dlog4j.configuration=file:" + filepath.Join(n.dir, "log4j.properties"),
+			"-Dzookeeper.cnxTimeout=1000",
+			"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(n.dir, "zoo.cfg")}
+	}
+	for _, n := range c.nodes {
+		if err := n.launch(); err != nil {
+			_ = c.Stop(context.Background())
+			return nil, err
+		}
+	}
+	if err := c.waitServing(ctx, 60*time.Second); err != nil {
+		_ = c.Stop(context.Background())
+		return nil, err
+	}
+	return c, nil
+}
+
+// waitServing waits until every running node serves and one of them leads.
+func (c *zkCluster) waitServing(ctx context.Context, limit time.Duration) error {
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.waitReady(ctx, limit, func() error { _, err := n.mode(); return err })
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	_, err := c.Leader(ctx)
+	return err
+}
+
+// fourLetter sends a ZooKeeper four-letter command and returns the answer.
+func (n *zkNode) fourLetter(cmd string) (string, error) {
+	conn, err := n.dial(n.addr, 300*time.Millisecond)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
+	}
+	var sb strings.Builder
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		sb.WriteString(sc.Text() + "\n")
+	}
+	return sb.String(), nil
+}
+
+// mode returns "leader" or "follower" once the node serves requests.
+func (n *zkNode) mode() (string, error) {
+	out, err := n.fourLetter("srvr")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m), nil
+		}
+	}
+	return "", fmt.Errorf("%s not serving: %q", n.name, strings.TrimSpace(out))
+}
+
+// Restart starts the server again after a kill, with its data directory as
+// it was (ZooKeeper logs every transaction before it acknowledges it; a
+// member that came back empty would be a different failure). It returns
+// once the node serves again.
+func (n *zkNode) Restart(ctx context.Context) error {
+	if n.PID() != 0 {
+		return fmt.Errorf("%s is still running", n.name)
+	}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = n.launch(); err != nil {
+			continue
+		}
+		if err = n.waitReady(ctx, 30*time.Second, func() error { _, err := n.mode(); return err }); err == nil {
+			return nil
+		}
+		n.kill()
+		time.Sleep(300 * time.Millisecond) // the ports free
+	}
+	return fmt.Errorf("restart %s: %w", n.name, err)
+}
+
+// RSS returns the server's resident memory in bytes (0 while down).
+func (n *zkNode) RSS() int64 { return n.rss() }
+
+func (c *zkCluster) Topology() string { return "zk3" }
+
+func (c *zkCluster) Nodes() []clusters.Node {
+	out := make([]clusters.Node, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n
+	}
+	return out
+}
+
+func (c *zkCluster) Addrs() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.addr
+	}
+	return out
+}
+
+func (c *zkCluster) Versions() []string {
+	v := zkVersion()
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = n.name + ": " + v
+	}
+	return out
+}
+
+// Leader returns the node that says it leads, asking every running node.
+func (c *zkCluster) Leader(ctx context.Context) (clusters.Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var last error
+	for {
+		var leaders []*zkNode
+		for _, n := range c.nodes {
+			if n.PID() == 0 {
+				continue
+			}
+			m, err := n.mode()
+			if err != nil {
+				last = err
+				continue
+			}
+			if m == "leader" {
+				leaders = append(leaders, n)
+			}
+		}
+		if len(leaders) == 1 {
+			return leaders[0], nil
+		}
+		if len(leaders) > 1 {
+			last = fmt.Errorf("%d nodes say they lead", len(leaders))
+		} else if last == nil {
+			last = errors.New("no leader")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("zookeeper leader: %w (%w)", last, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *zkCluster) Stop(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = n.stop(ctx)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func zkVersion() string {
+	// The versioned jar beside it carries the version (zookeeper-3.8.0.jar).
+	m, _ := filepath.Glob(filepath.Join(filepath.Dir(ZKJar), "zookeeper-[0-9]*.jar"))
+	if len(m) == 0 {
+		return "zookeeper (version unknown)"
+	}
+	return "zookeeper " + strings.TrimSuffix(strings.TrimPrefix(filepath.Base(m[0]), "zookeeper-"), ".jar")
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/locktest/locktest/campaigns"
+	"github.com/locktest/locktest/reports"
+)
+
+// Campaign exit codes.
+const campaignExitHelp = `Exit codes:
+  0    every cell that ran is as expected (or has no expectation)
+  1    some cell differs from its expectation: a verdict changed, or a cell
+       with an expectation could not run (skipped for a missing server or
+       root); see summary.md and index.html
+  2    usage or harness error (bad flags or config; a run that failed with a
+       harness error: its cell shows "error")
+  130  interrupted (Ctrl-C): every finished cell is kept; --resume DIR goes on`
+
+// campaignRunner runs the cells; tests put a fake here.
+var campaignRunner campaigns.Runner = campaigns.HarnessRunner{}
+
+// CampaignOptions are the flags of `locktest campaign`.
+type CampaignOptions struct {
+	Locks, Nemeses string
+	Config         string
+	Resume         string
+	Dir            string
+	Store          string
+	Runs           int
+	Seed           int64
+	Parallel       int
+	Quiet          bool
+	Fence, Wait    bool
+	Settings       campaigns.Settings
+	timeLimit, ttl time.Duration
+	clients        int
+	hold, think    string
+	set            func(string) bool
+}
+
+func newCampaignCmd() *cobra.Command {
+	o := &CampaignOptions{}
+	c := &cobra.Command{
+		Use:   "campaign (--locks LIST|all --nemeses LIST|all | --config FILE | --resume DIR)",
+		Short: "Run the safety matrix: every scheme under every fault it can take; HTML, JSON, JUnit, Markdown",
+		Long: `Run the safety matrix: every lock scheme (--locks, or the cells of a --config
+file) under every fault (--nemeses) that applies to its topology, one cell per
+pair. A fault a topology cannot take (a failover without a replica, a server
+clock jump without the clock shim) is marked n/a, not failed; a fault this
+machine cannot inject (a partition without root) is skipped with the reason.
+
+The campaign directory (default store/campaigns/<time>) holds the runs
+(runs/...), campaign.json (the state, written after every run: an interrupted
+campaign keeps every finished run and --resume DIR goes on), and at the end
+index.html (the matrix, each cell linked to the run that proves it),
+results.json (schema locktest-campaign/1, see README), junit.xml (one test
+case per cell) and summary.md (for a CI job summary).
+
+A --config file (YAML) gives every cell its expected verdict (safe, unsafe or
+either); the exit code then tells whether any cell differed, so a nightly job
+catches a change in either direction. See campaigns/nightly.yaml.
+
+Every run starts its own cluster (no reuse across cells): the figures of
+start-up time are in index.html and results.json.
+
+` + campaignExitHelp,
+		Example: `  locktest campaign --locks all --nemeses all --time-limit 10s
+  locktest campaign --config campaigns/nightly.yaml
+  locktest campaign --resume store/campaigns/20261122T020000`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.set = cmd.Flags().Changed
+			return runCampaign(cmd, o)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&o.Locks, "locks", "", "lock schemes, comma separated, or all")
+	fl.StringVar(&o.Nemeses, "nemeses", "", "faults, comma separated (a+b combines two in one cell), or all")
+	fl.StringVar(&o.Config, "config", "", "campaign file (YAML): cells, their settings and expected verdicts")
+	fl.StringVar(&o.Resume, "resume", "", "campaign directory of an interrupted campaign to finish")
+	fl.StringVar(&o.Dir, "dir", "", "campaign directory (default STORE/campaigns/<time>)")
+	fl.StringVar(&o.Store, "store", "store", "where the campaign directory goes")
+	fl.IntVar(&o.Runs, "runs", 1, "runs per cell (seeds --seed, --seed+1, ...)")
+	fl.Int64Var(&o.Seed, "seed", 1, "seed of every cell's first run")
+	fl.IntVar(&o.Parallel, "parallel", 1, "cells run at once (each has its own servers, ports and namespaces)")
+	fl.BoolVar(&o.Quiet, "quiet", false, "plain progress lines instead of a live status line")
+	fl.BoolVar(&o.Fence, "fence", false, "with --locks: run every scheme with fencing tokens (schemes without them are refused)")
+	fl.BoolVar(&o.Wait, "wait", false, "with --locks: blocking acquires")
+	fl.DurationVar(&o.timeLimit, "time-limit", 30*time.Second, "how long each run's workload lasts")
+	fl.DurationVar(&o.ttl, "ttl", time.Second, "lease TTL")
+	fl.IntVar(&o.clients, "clients", 5, "client processes per run")
+	fl.StringVar(&o.hold, "hold", "50ms..250ms", "critical section, MIN..MAX")
+	fl.StringVar(&o.think, "think", "10ms..40ms", "pause between attempts, MIN..MAX")
+	return c
+}
+
+func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
+	usageErr := func(format string, a ...any) error { return exitCode{exitError, fmt.Errorf(format, a...)} }
+	modes := 0
+	for _, b := range []bool{o.Locks != "" || o.Nemeses != "", o.Config != "", o.Resume != ""} {
+		if b {
+			modes++
+		}
+	}
+	if modes != 1 {
+		return usageErr("give exactly one of --locks/--nemeses, --config or --resume (see locktest campaign --help)")
+	}
+	if o.Parallel < 1 || o.Parallel > 16 {
+		return usageErr("--parallel must be 1..16 (got %d)", o.Parallel)
+	}
+	if o.Runs < 1 || o.Runs > 100 {
+		return usageErr("--runs must be 1..100 (got %d)", o.Runs)
+	}
+	flags := campaigns.Settings{}
+	if o.set("time-limit") {
+		flags.TimeLimit = campaigns.Duration(o.timeLimit)
+	}
+	if o.set("ttl") {
+		flags.TTL = campaigns.Duration(o.ttl)
+	}
+	if o.set("clients") {
+		flags.Clients = o.clients
+	}
+	if o.set("hold") {
+		flags.Hold = o.hold
+	}
+	if o.set("think") {
+		flags.Think = o.think
+	}
+	env := campaigns.Probe()
+	var camp *reports.Campaign
+	var err error
+	dir := o.Dir
+	switch {
+	case o.Resume != "":
+		dir = o.Resume
+		if camp, err = campaigns.Load(dir); err != nil {
+			return usageErr("resume: %v", err)
+		}
+	case o.Config != "":
+		cfg, err := campaigns.LoadConfig(o.Config)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		// Flags given on the command line override the file's defaults.
+		cfg.Defaults = flags.Merge(cfg.Defaults)
+		if o.set("runs") {
+			cfg.Runs = o.Runs
+		}
+		if o.set("seed") {
+			cfg.Seed = &o.Seed
+		}
+		if camp, err = campaigns.PlanConfig(cfg, env); err != nil {
+			return usageErr("%s: %v", o.Config, err)
+		}
+		camp.Config = o.Config
+		if camp.Name == "" {
+			camp.Name = strings.TrimSuffix(filepath.Base(o.Config), filepath.Ext(o.Config))
+		}
+	default:
+		if o.Locks == "" || o.Nemeses == "" {
+			return usageErr("--locks and --nemeses go together")
+		}
+		set := flags.Merge(campaigns.Settings{TimeLimit: campaigns.Duration(o.timeLimit)})
+		if camp, err = campaigns.PlanLists(campaigns.Lists{Locks: o.Locks, Nemeses: o.Nemeses, Settings: set, Fence: o.Fence, Wait: o.Wait}, env); err != nil {
+			return usageErr("%v", err)
+		}
+		camp.Runs, camp.Seed = o.Runs, o.Seed
+		camp.Name = "adhoc"
+	}
+	if dir == "" {
+		dir = filepath.Join(o.Store, "campaigns", time.Now().Format("20060102T150405"))
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "campaign directory: %s\n", dir)
+	err = campaigns.Run(cmd.Context(), camp, campaigns.Options{
+		Dir: dir, Runner: campaignRunner, Parallel: o.Parallel, Out: out,
+		Live: !o.Quiet && isTerminal(out), Command: strings.Join(os.Args, " "),
+	})
+	if err != nil {
+		return exitCode{exitError, err}
+	}
+	fmt.Fprintf(out, "report: %s\n", filepath.Join(dir, campaigns.IndexFile))
+	printCampaignTotals(cmd, camp)
+	if camp.Interrupted {
+		fmt.Fprintf(cmd.ErrOrStderr(), "locktest: interrupted; finished cells kept; go on with `locktest campaign --resume %s`\n", dir)
+		return exitCode{code: exitInterrupted}
+	}
+	return exitCode{code: campaignCode(camp)}
+}
+
+// campaignCode maps a finished campaign to its exit code.
+func campaignCode(c *reports.Campaign) int {
+	for _, cell := range c.Cells {
+		if cell.Status == reports.CellError {
+			return exitError
+		}
+	}
+	if c.Differs() > 0 {
+		return exitUnsafe
+	}
+	return exitSafe
+}
+
+func printCampaignTotals(cmd *cobra.Command, c *reports.Campaign) {
+	n := map[string]int{}
+	for i := range c.Cells {
+		n[reports.CellClass(&c.Cells[i])]++
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "cells: %d safe, %d unsafe, %d inconclusive, %d error, %d n/a, %d skipped, %d not run; %d differ from expectation\n",
+		n["safe"], n["unsafe"], n["inconclusive"], n["error"], n["na"], n["skipped"], n["pending"], c.Differs())
+	fmt.Fprintf(cmd.OutOrStdout(), "wall time %s, of which cluster start-up %s\n",
+		time.Duration(c.WallNs).Round(100*time.Millisecond), time.Duration(c.StartupNs).Round(time.Millisecond))
+}
+
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

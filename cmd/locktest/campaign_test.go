@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/campaigns"
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/reports"
+)
+
+// fakeRunner answers every run with the verdict of its lock, without
+// starting anything.
+type fakeRunner struct{ verdicts map[string]checker.Verdict }
+
+func (f fakeRunner) Run(_ context.Context, o harness.Options) (*harness.Outcome, error) {
+	dir := filepath.Join(o.Store, o.Lock, o.Nemesis, "run")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	v := f.verdicts[o.Lock+"/"+o.Nemesis]
+	res := checker.Result{Verdict: v, Lock: o.Lock, FirstViolation: -1}
+	if v == checker.Unsafe {
+		res.FirstViolation = int64(time.Second)
+		res.Anomalies = []checker.Anomaly{{Kind: checker.KindDoubleHolder, Severity: checker.SeverityViolation}}
+	}
+	if v == "" {
+		return nil, errors.New("fake harness error")
+	}
+	return &harness.Outcome{Dir: dir, Result: res, Startup: 10 * time.Millisecond}, nil
+}
+
+func runCampaignCmd(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	c := newCampaignCmd()
+	var out bytes.Buffer
+	c.SetOut(&out)
+	c.SetErr(&out)
+	c.SetArgs(args)
+	err := c.ExecuteContext(context.Background())
+	code := 0
+	var ec exitCode
+	if errors.As(err, &ec) {
+		code = ec.code
+	} else {
+		require.NoError(t, err)
+	}
+	return code, out.String()
+}
+
+// TestCampaignExitCodeFlips: the same config exits 0 while every cell
+// matches its expectation and 1 as soon as one verdict contradicts it, in
+// either direction; a harness error is 2.
+func TestCampaignExitCodeFlips(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(`name: t
+defaults: {time_limit: 1s}
+cells:
+  - lock: redis-lua
+    expect: {none: safe, pause: unsafe}
+  - lock: redis-setnx
+    expect: {crash-client: either}
+`), 0o644))
+	base := map[string]checker.Verdict{"redis-lua/none": checker.Safe, "redis-lua/pause": checker.Unsafe, "redis-setnx/crash-client": checker.Unsafe}
+	cases := []struct {
+		name   string
+		change map[string]checker.Verdict
+		want   int
+	}{
+		{"as expected", nil, exitSafe},
+		{"safe cell turns unsafe", map[string]checker.Verdict{"redis-lua/none": checker.Unsafe}, exitUnsafe},
+		{"unsafe cell turns safe", map[string]checker.Verdict{"redis-lua/pause": checker.Safe}, exitUnsafe},
+		{"expected unsafe turns inconclusive", map[string]checker.Verdict{"redis-lua/pause": checker.Inconclusive}, exitUnsafe},
+		{"either accepts safe", map[string]checker.Verdict{"redis-setnx/crash-client": checker.Safe}, exitSafe},
+		{"harness error", map[string]checker.Verdict{"redis-lua/none": ""}, exitError},
+	}
+	orig := campaignRunner
+	t.Cleanup(func() { campaignRunner = orig })
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := map[string]checker.Verdict{}
+			for k, x := range base {
+				v[k] = x
+			}
+			for k, x := range tc.change {
+				v[k] = x
+			}
+			campaignRunner = fakeRunner{v}
+			dir := filepath.Join(t.TempDir(), "camp")
+			code, out := runCampaignCmd(t, "--config", cfg, "--dir", dir, "--quiet")
+			require.Equal(t, tc.want, code, out)
+			c, err := reports.ReadCampaign(filepath.Join(dir, campaigns.ResultsFile))
+			require.NoError(t, err)
+			require.Len(t, c.Cells, 3)
+			md, err := os.ReadFile(filepath.Join(dir, campaigns.SummaryFile))
+			require.NoError(t, err)
+			junit, err := os.ReadFile(filepath.Join(dir, campaigns.JUnitFile))
+			require.NoError(t, err)
+			if tc.want == exitUnsafe {
+				require.Contains(t, string(md), "differ from their expectation")
+				require.Contains(t, string(junit), "<failure")
+			} else if tc.want == exitSafe {
+				require.Contains(t, string(md), "every cell as expected")
+				require.NotContains(t, string(junit), "<failure")
+			}
+		})
+	}
+}
+
+func TestCampaignUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"--locks", "redis-lua"},
+		{"--locks", "nope", "--nemeses", "none"},
+		{"--locks", "redis-lua", "--nemeses", "none", "--config", "x.yaml"},
+		{"--config", "/nonexistent.yaml"},
+		{"--locks", "redis-lua", "--nemeses", "none", "--parallel", "0"},
+	} {
+		code, out := runCampaignCmd(t, append(args, "--dir", t.TempDir())...)
+		require.Equal(t, exitError, code, "%v: %s", args, out)
+	}
+}
+
+// TestCampaignResume: an interrupted campaign keeps its finished cells,
+// and --resume runs only the rest.
+func TestCampaignResume(t *testing.T) {
+	orig := campaignRunner
+	t.Cleanup(func() { campaignRunner = orig })
+	dir := filepath.Join(t.TempDir(), "camp")
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	campaignRunner = runnerFunc(func(c context.Context, o harness.Options) (*harness.Outcome, error) {
+		n++
+		if n == 2 {
+			cancel() // Ctrl-C during the second run
+			return &harness.Outcome{Interrupted: true}, nil
+		}
+		return fakeRunner{map[string]checker.Verdict{o.Lock + "/" + o.Nemesis: checker.Safe}}.Run(c, o)
+	})
+	c := newCampaignCmd()
+	c.SetOut(&bytes.Buffer{})
+	c.SetErr(&bytes.Buffer{})
+	c.SetArgs([]string{"--locks", "redis-lua", "--nemeses", "none,pause,kill", "--dir", dir, "--quiet"})
+	err := c.ExecuteContext(ctx)
+	var ec exitCode
+	require.ErrorAs(t, err, &ec)
+	require.Equal(t, exitInterrupted, ec.code)
+	st, err := campaigns.Load(dir)
+	require.NoError(t, err)
+	require.True(t, st.Interrupted)
+	done := 0
+	for _, cell := range st.Cells {
+		if cell.Status == reports.CellDone {
+			done++
+		}
+	}
+	require.Equal(t, 1, done)
+
+	var ran []string
+	campaignRunner = runnerFunc(func(c context.Context, o harness.Options) (*harness.Outcome, error) {
+		ran = append(ran, o.Nemesis)
+		return fakeRunner{map[string]checker.Verdict{o.Lock + "/" + o.Nemesis: checker.Safe}}.Run(c, o)
+	})
+	code, out := runCampaignCmd(t, "--resume", dir, "--quiet")
+	require.Equal(t, exitSafe, code, out)
+	require.Equal(t, []string{"pause", "kill"}, ran)
+	st, err = campaigns.Load(dir)
+	require.NoError(t, err)
+	require.False(t, st.Interrupted)
+	require.True(t, strings.HasPrefix(st.Cells[0].ID, "redis-lua/"))
+	for _, cell := range st.Cells {
+		require.Equal(t, reports.CellDone, cell.Status, cell.ID)
+	}
+}
+
+type runnerFunc func(context.Context, harness.Options) (*harness.Outcome, error)
+
+func (f runnerFunc) Run(ctx context.Context, o harness.Options) (*harness.Outcome, error) {
+	return f(ctx, o)
+}
+
+// TestCampaignParallel: cells run side by side record every run once, and
+// no two runs start in the same second (they would share a run id).
+func TestCampaignParallel(t *testing.T) {
+	orig := campaignRunner
+	t.Cleanup(func() { campaignRunner = orig })
+	var mu sync.Mutex
+	starts := map[int64]int{}
+	campaignRunner = runnerFunc(func(c context.Context, o harness.Options) (*harness.Outcome, error) {
+		mu.Lock()
+		starts[time.Now().Unix()]++
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		return fakeRunner{map[string]checker.Verdict{o.Lock + "/" + o.Nemesis: checker.Safe}}.Run(c, o)
+	})
+	dir := filepath.Join(t.TempDir(), "camp")
+	code, out := runCampaignCmd(t, "--locks", "redis-lua,redis-del", "--nemeses", "none,pause", "--parallel", "3", "--dir", dir, "--quiet")
+	require.Equal(t, exitSafe, code, out)
+	st, err := campaigns.Load(dir)
+	require.NoError(t, err)
+	for _, cell := range st.Cells {
+		require.Equal(t, reports.CellDone, cell.Status, cell.ID)
+		require.Len(t, cell.Runs, 1, cell.ID)
+	}
+	for sec, n := range starts {
+		require.Equal(t, 1, n, "runs started in second %d", sec)
+	}
+}

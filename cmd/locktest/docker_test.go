@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/internal/runstate"
+)
+
+// needDocker skips outside CI, and fails under CI, without a Docker engine
+// and the local redis image; it returns the environment that makes runs use
+// that image (never a pull).
+func needDocker(t *testing.T) []string {
+	t.Helper()
+	img := os.Getenv(docker.ImageEnv(docker.KindRedis))
+	if img == "" {
+		img = docker.LocalRedisImage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := docker.Available(ctx, docker.KindRedis, map[string]string{docker.KindRedis: img})
+	if err == nil && os.Geteuid() != 0 {
+		err = errors.New("the docker backend tests need root")
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err.Error())
+	}
+	return []string{docker.ImageEnv(docker.KindRedis) + "=" + img}
+}
+
+// kill -9 of the harness during a partition on the docker backend:
+// `locktest cleanup` removes its containers, its network and the client and
+// container namespace names.
+func TestDockerCleanupAfterKill9(t *testing.T) {
+	env := needDocker(t)
+	store, stateDir := t.TempDir(), t.TempDir()
+	env = append(env, "LOCKTEST_STATE_DIR="+stateDir)
+	cmd := exec.Command(bin, "run", "--cluster", "docker", "--lock", "redlock", "--nemesis", "partition,pause-server",
+		"--time-limit", "60s", "--ttl", "2s", "--store", store)
+	cmd.Env = append(os.Environ(), env...)
+	require.NoError(t, cmd.Start())
+	hist := filepath.Join(store, "latest", "history.jsonl")
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		b, _ := os.ReadFile(hist)
+		if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no fault within 40s")
+		time.Sleep(50 * time.Millisecond)
+	}
+	states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
+	require.Len(t, states, 1)
+	var st runstate.State
+	b, err := os.ReadFile(states[0])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.True(t, st.Docker)
+	c, n, err := docker.Leftovers(context.Background(), st.RunID)
+	require.NoError(t, err)
+	require.Equal(t, 5, c)
+	require.Equal(t, 1, n)
+	require.NotEmpty(t, netns.Names(st.NetID))
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+
+	r := run(t, env, "cleanup")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "removed network locktest-"+st.RunID)
+	c, n, err = docker.Leftovers(context.Background(), st.RunID)
+	require.NoError(t, err)
+	require.Zero(t, c+n, "containers or networks left: %s", r.stdout)
+	require.Empty(t, netns.Names(st.NetID))
+	for _, p := range st.Procs {
+		waitGone(t, p.PID)
+	}
+	r = run(t, env, "cleanup")
+	require.Contains(t, r.stdout, "nothing to clean up")
+}
+
+// composeCmd is Docker's compose: the v2 plugin or the v1 program.
+func composeCmd(t *testing.T) []string {
+	t.Helper()
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		return []string{"docker", "compose"}
+	}
+	if p, err := exec.LookPath("docker-compose"); err == nil {
+		return []string{p}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("neither `docker compose` nor docker-compose is installed")
+	}
+	t.Skip("neither `docker compose` nor docker-compose is installed")
+	return nil
+}
+
+// The repository's docker-compose.yml is valid, and one profile brought up
+// with the local image runs a short workload with --cluster compose, faults
+// included; the stack is left running and healthy, then taken down.
+func TestComposeProfile(t *testing.T) {
+	env := needDocker(t)
+	compose := composeCmd(t)
+	file, err := filepath.Abs("../../docker-compose.yml")
+	require.NoError(t, err)
+	project := "locktest-test-" + time.Now().Format("150405")
+	dc := func(args ...string) {
+		t.Helper()
+		argv := append(append(append([]string{}, compose[1:]...), "-f", file, "-p", project), args...)
+		cmd := exec.Command(compose[0], argv...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%v: %s", argv, out)
+	}
+	dc("config", "-q")
+	dc("--profile", "redlock", "config", "-q")
+	dc("--profile", "redis", "up", "-d")
+	t.Cleanup(func() { dc("--profile", "redis", "down", "--volumes") })
+
+	store := t.TempDir()
+	r := run(t, append(env, docker.ComposeProjectEnv+"="+project), "run", "--cluster", "compose", "--lock", "redis-lua",
+		"--nemesis", "pause-server,partition", "--time-limit", "6s", "--store", store, "--quiet")
+	require.Contains(t, []int{0, 1, 3}, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stdout, "pause-server")
+	// A clock fault cannot be added to a running stack: a usage error.
+	r = run(t, env, "run", "--cluster", "compose", "--lock", "redis-lua", "--nemesis", "clock", "--store", store)
+	require.Equal(t, 2, r.code, r.stderr)
+
+	// kill -9 of the harness while the stack is paused or partitioned:
+	// cleanup thaws it and clears the rules in its namespace.
+	stateDir := t.TempDir()
+	cenv := append(env, docker.ComposeProjectEnv+"="+project, "LOCKTEST_STATE_DIR="+stateDir)
+	cmd := exec.Command(bin, "run", "--cluster", "compose", "--lock", "redis-lua", "--nemesis", "pause-server,partition",
+		"--param", "partition=isolate-holder", "--time-limit", "60s", "--store", store, "--quiet")
+	cmd.Env = append(os.Environ(), cenv...)
+	require.NoError(t, cmd.Start())
+	hist := filepath.Join(store, "latest", "history.jsonl")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, _ := os.ReadFile(hist)
+		if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no fault within 30s")
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	r = run(t, cenv, "cleanup")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "cleared partition rules")
+	cli, err := docker.Connect(context.Background())
+	require.NoError(t, err)
+	defer cli.Close()
+	info, err := cli.ContainerInspect(context.Background(), project+"_redis_1")
+	if err != nil { // compose v2 names containers with dashes
+		info, err = cli.ContainerInspect(context.Background(), project+"-redis-1")
+	}
+	require.NoError(t, err)
+	require.True(t, info.State.Running && !info.State.Paused, "state %+v", info.State)
+	out, err := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(info.State.Pid)+"/ns/net", "iptables-save").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.NotContains(t, string(out), "DROP")
+}

@@ -1,0 +1,119 @@
+package harness
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/local"
+)
+
+// python returns Debian's python3 with the module mod, or skips (fails under
+// CI, where scripts/install.sh installs them).
+func python(t *testing.T, mod string) string {
+	t.Helper()
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import "+mod).Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s cannot import %s under CI: %v", py, mod, err)
+		}
+		t.Skipf("%s cannot import %s: apt-get install -y python3-%s", py, mod, mod)
+	}
+	return py
+}
+
+func example(t *testing.T, path string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "examples", path))
+	require.NoError(t, err)
+	return p
+}
+
+func clientCmdOptions(t *testing.T, cmd, topology, nem string, seed int64) Options {
+	o := baseOptions(t, "", nem, seed)
+	o.ClientArgv = nil
+	o.ClientCmd = cmd
+	o.Topology = topology
+	return o
+}
+
+// Third-party lock libraries, through the public protocol, with the same
+// faults and checks as the built-in schemes.
+func TestClientCmdAdapters(t *testing.T) {
+	needServer(t)
+	cases := []struct {
+		name     string
+		mod      string
+		script   string
+		topology string
+		nemesis  string
+		ttl      time.Duration
+		verdict  checker.Verdict
+		want     string
+	}{
+		{"redis-py Lock without faults is safe", "redis", "redis-py/client.py", "redis", "none", time.Second, checker.Safe, ""},
+		{"redis-py Lock under pause has a double holder", "redis", "redis-py/client.py", "redis", "pause", time.Second, checker.Unsafe, checker.KindDoubleHolder},
+		{"kazoo Lock without faults is safe", "kazoo", "kazoo/client.py", "zk3", "none", 2 * time.Second, checker.Safe, ""},
+		{"kazoo Lock under pause past the session timeout has a double holder", "kazoo", "kazoo/client.py", "zk3", "pause", 2 * time.Second, checker.Unsafe, checker.KindDoubleHolder},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if !slices.ContainsFunc(local.Topologies, func(tp local.Topology) bool { return tp.Name == tc.topology }) {
+				t.Skipf("topology %s is not in this build", tc.topology)
+			}
+			py := python(t, tc.mod)
+			o := clientCmdOptions(t, py+" "+example(t, tc.script), tc.topology, tc.nemesis, int64(300+i))
+			o.TTL = tc.ttl
+			o.TimeLimit = 10 * time.Second
+			out, err := Run(context.Background(), o)
+			require.NoError(t, err)
+			found := kinds(out.Result, "")
+			require.Equal(t, tc.verdict, out.Result.Verdict, "why: %s; anomalies %v", out.Result.Why, found)
+			if tc.want != "" {
+				require.Positive(t, found[tc.want], "anomalies %v", found)
+			}
+			assertNothingLeft(t, out.Dir)
+		})
+	}
+}
+
+// A broken client program is a harness error naming the client and what it
+// printed, never a lock verdict.
+func TestBrokenClients(t *testing.T) {
+	needServer(t)
+	cases := []struct {
+		script string
+		want   []string
+	}{
+		{"broken/crash.sh", []string{"client 0", "cannot load my lock library", "probe.stderr"}},
+		{"broken/garbage.sh", []string{"client 1", "printed garbage", "Traceback"}},
+		{"broken/silent.sh", []string{"did not answer"}},
+		{"broken/wrong-ids.sh", []string{"answered request", "with the id 999"}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.script, func(t *testing.T) {
+			t.Parallel()
+			o := clientCmdOptions(t, example(t, tc.script), "redis", "none", int64(400+i))
+			o.OpTimeout = 200 * time.Millisecond
+			o.TimeLimit = 3 * time.Second
+			start := time.Now()
+			out, err := Run(context.Background(), o)
+			require.Error(t, err)
+			require.Less(t, time.Since(start), 20*time.Second)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			if out != nil && out.Dir != "" {
+				assertNothingLeft(t, out.Dir)
+			}
+		})
+	}
+}

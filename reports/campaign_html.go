@@ -1,0 +1,366 @@
+package reports
+
+import (
+	"bufio"
+	"encoding/xml"
+	"fmt"
+	"html/template"
+	"io"
+	"path"
+	"strings"
+	"time"
+)
+
+var campaignTmpl = template.Must(template.New("campaign.html.tmpl").Funcs(funcs).ParseFS(templates, "templates/campaign.html.tmpl"))
+
+// campaignView is what the campaign page draws.
+type campaignView struct {
+	C          *Campaign
+	CSS        template.CSS
+	Columns    []string
+	Rows       []matrixRow
+	Cells      []cellView // every cell that ran, in plan order, for the details table
+	Servers    []string
+	Wall       string
+	Startup    string
+	StartupPct string
+	Differs    int
+	Counts     map[string]int // cells per verdict class
+}
+
+type matrixRow struct {
+	Name  string
+	Cells []cellView
+}
+
+type cellView struct {
+	*Cell
+	Class     string // safe | unsafe | inconclusive | error | na | skipped | pending
+	Label     string // big text in the matrix
+	Kinds     string // "3 double-holder, 1 lost-update"
+	Contained string
+	First     string // time to first violation
+	Held      string
+	Link      string // the first run's page (the one that proves the verdict)
+	Anchor    string
+	Runs      []runView2
+	Empty     bool // no cell at this row and column
+}
+
+type runView2 struct {
+	CellRun
+	Link    string
+	Startup string
+	Wall    string
+	First   string
+}
+
+// CellClass is the colour class of a cell.
+func CellClass(c *Cell) string {
+	switch c.Status {
+	case CellNA:
+		return "na"
+	case CellSkipped:
+		return "skipped"
+	case CellPending:
+		return "pending"
+	case CellError:
+		return "error"
+	}
+	if c.Verdict == "" {
+		return "pending"
+	}
+	return c.Verdict
+}
+
+func cellAnchor(id string) string {
+	r := strings.NewReplacer("/", "--", " ", "", "+", "_", ",", "_", "@", "-at-", "=", "-")
+	return "cell-" + r.Replace(id)
+}
+
+func buildCell(c *Cell) cellView {
+	v := cellView{Cell: c, Class: CellClass(c), Kinds: kinds(c.Anomalies), Contained: kinds(c.Contained), Anchor: cellAnchor(c.ID)}
+	switch v.Class {
+	case "na":
+		v.Label = "n/a"
+	case "skipped":
+		v.Label = "skipped"
+	case "pending":
+		v.Label = "not run"
+	default:
+		v.Label = c.Verdict
+	}
+	if c.FirstViolationNs >= 0 {
+		v.First = dur(c.FirstViolationNs)
+	}
+	if c.Status == CellDone || c.Status == CellError {
+		v.Held = fmt.Sprintf("%.0f%%", 100*c.Held)
+	}
+	// Link to the run that proves the verdict: the first unsafe run of an
+	// unsafe cell, else the first run with a page.
+	for _, r := range c.Runs {
+		if r.Dir != "" && (v.Link == "" || (c.Verdict == "unsafe" && r.Verdict == "unsafe")) {
+			v.Link = runLink(r.Dir)
+			if c.Verdict != "unsafe" || r.Verdict == "unsafe" {
+				break
+			}
+		}
+	}
+	for _, r := range c.Runs {
+		rv := runView2{CellRun: r, Startup: durOrDash(r.StartupNs), Wall: durOrDash(r.WallNs)}
+		if r.Dir != "" {
+			rv.Link = runLink(r.Dir)
+		}
+		if r.FirstViolationNs >= 0 && r.Verdict == "unsafe" {
+			rv.First = dur(r.FirstViolationNs)
+		}
+		v.Runs = append(v.Runs, rv)
+	}
+	return v
+}
+
+// durOrDash is dur, or "-" for a time not recorded (runs rendered from a
+// store).
+func durOrDash(ns int64) string {
+	if ns <= 0 {
+		return "-"
+	}
+	return dur(ns)
+}
+
+// long formats a long duration: "7m44s", "850ms", "-" when not recorded.
+func long(ns int64) string {
+	switch {
+	case ns <= 0:
+		return "-"
+	case ns < int64(time.Minute):
+		return dur(ns)
+	default:
+		return time.Duration(ns).Round(time.Second).String()
+	}
+}
+
+// runLink is the link from the campaign page to a run's report.
+func runLink(dir string) string {
+	return path.Join(strings.ReplaceAll(dir, "\\", "/"), "report.html")
+}
+
+func buildCampaign(c *Campaign) campaignView {
+	v := campaignView{C: c, CSS: css, Columns: c.Columns, Servers: c.Servers(), Differs: c.Differs(), Counts: map[string]int{}}
+	byRC := map[string]*Cell{}
+	for i := range c.Cells {
+		cell := &c.Cells[i]
+		byRC[cell.Row+"\x00"+cell.Column] = cell
+		cv := buildCell(cell)
+		v.Counts[cv.Class]++
+		if cell.Status != CellNA {
+			v.Cells = append(v.Cells, cv)
+		}
+	}
+	for _, r := range c.Rows {
+		row := matrixRow{Name: r}
+		for _, col := range c.Columns {
+			if cell, ok := byRC[r+"\x00"+col]; ok {
+				row.Cells = append(row.Cells, buildCell(cell))
+			} else {
+				row.Cells = append(row.Cells, cellView{Empty: true, Class: "empty"})
+			}
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	v.Wall, v.Startup = long(c.WallNs), long(c.StartupNs)
+	if c.WallNs > 0 {
+		v.StartupPct = fmt.Sprintf("%.0f%%", 100*float64(c.StartupNs)/float64(c.WallNs))
+	}
+	return v
+}
+
+// WriteCampaignHTML writes a campaign's page (index.html): the matrix of
+// lock variants x faults, each cell coloured by its verdict with the kinds
+// and counts of anomalies, the time to the first violation and how much of
+// the time the lock was held, linked to the run page that proves it; then
+// every cell's runs with their seeds, and the versions of every server used.
+// Run pages are linked relative to the page, so the campaign directory can
+// be moved or uploaded as it is. The page loads nothing.
+func WriteCampaignHTML(w io.Writer, c *Campaign) error {
+	bw := bufio.NewWriterSize(w, 64*1024)
+	if err := campaignTmpl.Execute(bw, buildCampaign(c)); err != nil {
+		return fmt.Errorf("write campaign page: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write campaign page: %w", err)
+	}
+	return nil
+}
+
+// JUnit XML, one test case per cell (classname: the lock variant, name:
+// the faults). A cell that differs from its expectation is a failure, a
+// cell with a harness error an error, a cell not run (n/a, skipped without
+// an expectation, pending) is skipped.
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string      `xml:"name,attr"`
+	Tests    int         `xml:"tests,attr"`
+	Failures int         `xml:"failures,attr"`
+	Errors   int         `xml:"errors,attr"`
+	Skipped  int         `xml:"skipped,attr"`
+	Time     string      `xml:"time,attr"`
+	Cases    []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Class   string     `xml:"classname,attr"`
+	Name    string     `xml:"name,attr"`
+	Time    string     `xml:"time,attr"`
+	Failure *junitMsg  `xml:"failure,omitempty"`
+	Error   *junitMsg  `xml:"error,omitempty"`
+	Skipped *junitMsg  `xml:"skipped,omitempty"`
+	Out     string     `xml:"system-out,omitempty"`
+	Props   *junitProp `xml:"properties,omitempty"`
+}
+
+type junitMsg struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+type junitProp struct {
+	P []junitKV `xml:"property"`
+}
+
+type junitKV struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+func secsAttr(ns int64) string { return fmt.Sprintf("%.3f", float64(ns)/1e9) }
+
+// WriteCampaignJUnit writes the campaign as JUnit XML, one test case per
+// cell.
+func WriteCampaignJUnit(w io.Writer, c *Campaign) error {
+	s := junitSuite{Name: "locktest campaign " + c.Name, Time: secsAttr(c.WallNs)}
+	for i := range c.Cells {
+		cell := &c.Cells[i]
+		var wall int64
+		for _, r := range cell.Runs {
+			wall += r.WallNs
+		}
+		tc := junitCase{Class: "locktest." + cell.Row, Name: cell.Column, Time: secsAttr(wall)}
+		what := fmt.Sprintf("verdict %s, expected %s", orDash(cell.Verdict), orDash(cell.Expect))
+		if k := kinds(cell.Anomalies); k != "" {
+			what += "; anomalies: " + k
+		}
+		var props []junitKV
+		props = append(props, junitKV{"verdict", cell.Verdict}, junitKV{"expect", cell.Expect}, junitKV{"status", cell.Status})
+		for _, r := range cell.Runs {
+			if r.Dir != "" {
+				props = append(props, junitKV{"run", r.Dir})
+			}
+		}
+		tc.Props = &junitProp{props}
+		switch {
+		case cell.Status == CellError:
+			tc.Error = &junitMsg{Message: "harness error", Text: cell.Reason}
+			s.Errors++
+		case cell.Outcome == Differs:
+			msg := what
+			if cell.Reason != "" {
+				msg += " (" + cell.Status + ": " + cell.Reason + ")"
+			}
+			tc.Failure = &junitMsg{Message: "verdict differs from expectation", Text: msg}
+			s.Failures++
+		case cell.Outcome == NotRun:
+			tc.Skipped = &junitMsg{Message: cell.Status + ": " + cell.Reason}
+			s.Skipped++
+		default:
+			tc.Out = what
+		}
+		s.Cases = append(s.Cases, tc)
+		s.Tests++
+	}
+	out := junitSuites{Name: "locktest", Tests: s.Tests, Failures: s.Failures, Errors: s.Errors, Skipped: s.Skipped, Time: s.Time, Suites: []junitSuite{s}}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return fmt.Errorf("write junit: %w", err)
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+var mdMark = map[string]string{
+	"safe": "🟢 safe", "unsafe": "🔴 unsafe", "inconclusive": "🟠 inconclusive", "error": "⚠️ error",
+	"na": "n/a", "skipped": "⏭ skipped", "pending": "… not run", "empty": "",
+}
+
+// WriteCampaignMarkdown writes a summary for a CI job summary: the
+// matrix with one mark per cell, then every cell that differs from its
+// expectation.
+func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
+	v := buildCampaign(c)
+	b := &strings.Builder{}
+	status := "every cell as expected"
+	if n := c.Differs(); n > 0 {
+		status = fmt.Sprintf("**%d cell(s) differ from their expectation**", n)
+	}
+	if c.Interrupted {
+		status += " (interrupted: not every cell ran)"
+	}
+	fmt.Fprintf(b, "## locktest campaign %s: %s\n\n", c.Name, status)
+	fmt.Fprintf(b, "locktest %s, seed %d, %d run(s) per cell, wall time %s (cluster start-up %s).\n\n",
+		c.Version, c.Seed, c.Runs, time.Duration(c.WallNs).Round(time.Second), time.Duration(c.StartupNs).Round(100*time.Millisecond))
+	fmt.Fprintf(b, "| lock |")
+	for _, col := range v.Columns {
+		fmt.Fprintf(b, " %s |", col)
+	}
+	fmt.Fprintf(b, "\n|---|")
+	for range v.Columns {
+		fmt.Fprintf(b, "---|")
+	}
+	fmt.Fprintln(b)
+	for _, r := range v.Rows {
+		fmt.Fprintf(b, "| `%s` |", r.Name)
+		for _, cell := range r.Cells {
+			m := mdMark[cell.Class]
+			if !cell.Empty && cell.Outcome == Differs {
+				m += " ❗"
+			}
+			fmt.Fprintf(b, " %s |", m)
+		}
+		fmt.Fprintln(b)
+	}
+	if c.Differs() > 0 {
+		fmt.Fprintf(b, "\n### Cells that differ from their expectation\n\n| cell | expected | got | anomalies | run |\n|---|---|---|---|---|\n")
+		for _, cell := range v.Cells {
+			if cell.Outcome != Differs {
+				continue
+			}
+			got := orDash(cell.Verdict)
+			if cell.Reason != "" {
+				got += " (" + cell.Status + ": " + strings.ReplaceAll(cell.Reason, "|", "/") + ")"
+			}
+			fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s |\n", cell.ID, cell.Expect, got, orDash(cell.Kinds), orDash(cell.Link))
+		}
+	}
+	if s := c.Servers(); len(s) > 0 {
+		fmt.Fprintf(b, "\nServers: %s.\n", strings.Join(s, "; "))
+	}
+	if reportLink != "" {
+		fmt.Fprintf(b, "\nThe full report (`index.html`, a page per run) is in %s.\n", reportLink)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

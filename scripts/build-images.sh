@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Builds the images the docker backend runs, from Debian packages, with no
+# image registry: debootstrap of a minimal bookworm rootfs (cached), the
+# server packages installed into a copy of it with apt (from the machine's
+# own Debian mirror), then `docker import`. Run as root.
+#
+#   ./scripts/build-images.sh            # locktest/redis:bookworm
+#
+# The image has redis-server, redis-tools (redis-cli, for healthchecks) and
+# libfaketime (the clock fault's per-process shim), like the official
+# redis:7 image plus libfaketime. Use it with
+#   LOCKTEST_IMAGE_REDIS=locktest/redis:bookworm locktest run --cluster docker ...
+#
+# The rootfs and the package tree are cached in $LOCKTEST_IMAGE_CACHE
+# (default /var/cache/locktest): a second build only re-imports, or does
+# nothing when the image exists (FORCE=1 rebuilds it).
+set -euo pipefail
+
+CACHE=${LOCKTEST_IMAGE_CACHE:-/var/cache/locktest}
+SUITE=bookworm
+TAG=${LOCKTEST_IMAGE_TAG:-bookworm}
+FORCE=${FORCE:-0}
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "build-images.sh: run as root (debootstrap and chroot need it)" >&2
+  exit 2
+fi
+if ! command -v docker >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then
+  echo "build-images.sh: no Docker engine answers (docker info failed)" >&2
+  exit 2
+fi
+
+# The mirror: $LOCKTEST_MIRROR, else the first Debian URI this machine uses.
+mirror() {
+  if [ -n "${LOCKTEST_MIRROR:-}" ]; then echo "$LOCKTEST_MIRROR"; return; fi
+  local m
+  m=$(grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -1 || true)
+  if [ -z "$m" ]; then
+    m=$(grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk '{print $2}' | grep -v security | head -1 || true)
+  fi
+  echo "${m:-http://deb.debian.org/debian}"
+}
+MIRROR=$(mirror)
+
+if ! command -v debootstrap >/dev/null 2>&1; then
+  echo "build-images.sh: installing debootstrap" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+fi
+
+mkdir -p "$CACHE"
+BASE="$CACHE/rootfs-$SUITE-minbase"
+
+# 1. The minimal rootfs, once.
+if [ ! -e "$BASE/.locktest-done" ]; then
+  rm -rf "$BASE"
+  echo "debootstrap --variant=minbase $SUITE from $MIRROR" >&2
+  t0=$(date +%s)
+  debootstrap --variant=minbase "$SUITE" "$BASE" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 || {
+    tail -20 "$CACHE/debootstrap.log" >&2
+    exit 1
+  }
+  touch "$BASE/.locktest-done"
+  echo "rootfs built in $(( $(date +%s) - t0 )) s" >&2
+fi
+
+# build_image NAME PACKAGES... : a copy of the rootfs with the packages, imported.
+build_image() {
+  local name=$1; shift
+  local image="locktest/$name:$TAG"
+  local tree="$CACHE/tree-$name-$SUITE"
+  if [ "$FORCE" != 1 ] && docker image inspect "$image" >/dev/null 2>&1; then
+    echo "$image exists (FORCE=1 rebuilds it)" >&2
+    return
+  fi
+  if [ "$FORCE" = 1 ] || [ ! -e "$tree/.locktest-done" ]; then
+    local t0
+    t0=$(date +%s)
+    rm -rf "$tree"
+    cp -a "$BASE" "$tree"
+    rm -f "$tree/.locktest-done"
+    # No service may start inside the chroot; apt reaches the mirror
+    # through the host's network and resolver.
+    printf '#!/bin/sh\nexit 101\n' >"$tree/usr/sbin/policy-rc.d"
+    chmod +x "$tree/usr/sbin/policy-rc.d"
+    cp /etc/resolv.conf "$tree/etc/resolv.conf"
+    cat >"$tree/etc/apt/sources.list" <<EOF
+deb $MIRROR $SUITE main
+deb $MIRROR $SUITE-updates main
+EOF
+    cp -f /etc/apt/apt.conf.d/99artifact-registry "$tree/etc/apt/apt.conf.d/" 2>/dev/null || true
+    mount -t proc proc "$tree/proc"
+    trap 'umount "'"$tree"'/proc" 2>/dev/null || true' EXIT
+    chroot "$tree" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    chroot "$tree" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    chroot "$tree" apt-get clean
+    umount "$tree/proc"
+    trap - EXIT
+    rm -rf "$tree"/var/lib/apt/lists/* "$tree"/usr/share/doc/* "$tree"/usr/share/man/* \
+      "$tree"/usr/share/locale/* "$tree/usr/sbin/policy-rc.d" "$tree"/var/log/*.log
+    : >"$tree/etc/resolv.conf"
+    touch "$tree/.locktest-done"
+    echo "$name tree built in $(( $(date +%s) - t0 )) s" >&2
+  fi
+  local changes=()
+  case $name in
+    redis)
+      mkdir -p "$tree/data"
+      changes=(--change 'WORKDIR /data' --change 'EXPOSE 6379'
+        --change 'CMD ["redis-server", "--protected-mode", "no", "--save", "", "--appendonly", "no"]')
+      ;;
+  esac
+  local old
+  old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
+  tar -C "$tree" --numeric-owner --exclude=./.locktest-done -c . |
+    docker import "${changes[@]}" \
+      --change 'LABEL org.opencontainers.image.source=locktest-build-images' \
+      - "$image" >/dev/null
+  # A rebuild leaves the previous image untagged: remove it.
+  if [ -n "$old" ] && [ "$old" != "$(docker image inspect -f '{{.Id}}' "$image")" ]; then
+    docker rmi "$old" >/dev/null 2>&1 || true
+  fi
+  echo "built $image ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MB", $1/1e6}'))" >&2
+}
+
+build_image redis redis-server redis-tools libfaketime
