@@ -2,64 +2,204 @@ package checker
 
 import (
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/histgen"
 )
 
-func generated(b *testing.B, cfg histgen.Config) *history.History {
+// The linearizability benchmark: the lock sweep and porcupine side by side
+// on the same generated histories, 1k to 1M operations, 5 to 50 clients,
+// valid or with injected violations, with or without lost answers (1% of
+// acquires and releases indeterminate), and a lease variant. Both engines
+// get the history after the same exact preprocessing (failed acquires
+// inside held windows dropped), porcupine's best configuration.
+//
+//	go test ./checker/ -run XXX -bench Linearizable -benchtime 5x -benchmem
+//
+// Each cell reports the median of its iterations (med-ms) and the
+// operations of the history per second at that median (ops/s); ns/op and
+// B/op are Go's means. Porcupine runs only where it finishes: the cells
+// where it would need more than 4 GB or 60 s skip, saying why.
+
+type benchVariant struct {
+	name              string
+	lost              float64
+	violations, lease bool
+	porcupineMax      map[int]int // clients -> largest ops porcupine finishes (measured)
+}
+
+// porcupineMax is, per variant and number of clients, the largest history
+// porcupine decided within 60 s and 4 GB (TestPorcupineProbe, one at a time
+// on this 2-core box); the next size up exceeded 4 GB.
+var benchVariants = []benchVariant{
+	{name: "valid", porcupineMax: map[int]int{5: 100_000, 10: 100_000, 50: 1_000_000}},
+	{name: "violations", violations: true, porcupineMax: map[int]int{5: 1_000_000, 10: 1_000_000, 50: 1_000_000}},
+	{name: "lost", lost: 0.01, porcupineMax: map[int]int{5: 100_000, 10: 100_000, 50: 10_000}},
+	{name: "lost+violations", lost: 0.01, violations: true, porcupineMax: map[int]int{5: 1_000_000, 10: 1_000_000, 50: 1_000_000}},
+	{name: "lease+lost", lease: true, lost: 0.01, porcupineMax: map[int]int{5: 100_000, 10: 100_000, 50: 10_000}},
+}
+
+// porcupineLimit says why porcupine skips a cell.
+func (v benchVariant) porcupineLimit(ops, clients int) string {
+	if ops <= v.porcupineMax[clients] {
+		return ""
+	}
+	return fmt.Sprintf("porcupine: over 4 GB (killed) at %s operations, %d clients, %s (measured with TestPorcupineProbe)", short(ops), clients, v.name)
+}
+
+var benchCache struct {
+	key string
+	h   *history.History
+}
+
+// benchHistory generates (once per key in a row) the history of a cell.
+func benchHistory(b *testing.B, ops, clients int, v benchVariant) *history.History {
 	b.Helper()
+	key := fmt.Sprint(ops, clients, v.name)
+	if benchCache.key == key {
+		return benchCache.h
+	}
+	benchCache.h = nil // let the previous one go first
+	cfg := histgen.Config{Seed: 1, Clients: clients, Ops: ops, Indeterminate: v.lost, Lease: v.lease}
+	if v.violations {
+		cfg.DoubleHolders, cfg.ForeignReleases = 3, 1
+	}
 	h, err := histgen.Generate(cfg).History()
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchCache.key, benchCache.h = key, h
 	return h
 }
 
-func reportOps(b *testing.B, ops int) {
-	b.ReportMetric(float64(ops)*float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+// runMedian runs f b.N times and reports the median time and throughput.
+func runMedian(b *testing.B, ops int, f func()) {
+	var ts []time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		f()
+		ts = append(ts, time.Since(t0))
+	}
+	slices.Sort(ts)
+	med := ts[len(ts)/2]
+	b.ReportMetric(float64(med.Nanoseconds())/1e6, "med-ms")
+	b.ReportMetric(float64(ops)/med.Seconds(), "ops/s")
 }
 
-// BenchmarkCheckNoSearch runs every check but the linearizability search
-// (the history is far above PorcupineMaxOps) on 1M-operation histories.
-func BenchmarkCheckNoSearch(b *testing.B) {
+func BenchmarkLinearizable(b *testing.B) {
+	sizes := []int{1_000, 10_000, 100_000, 1_000_000}
+	for _, v := range benchVariants {
+		for _, ops := range sizes {
+			for _, clients := range []int{5, 10, 50} {
+				name := fmt.Sprintf("%s/ops=%s/clients=%d", v.name, short(ops), clients)
+				b.Run(name+"/engine=lock", func(b *testing.B) {
+					h := benchHistory(b, ops, clients, v)
+					opts := DefaultOptions()
+					want := expectedStatus(v)
+					runMedian(b, len(h.Ops), func() {
+						p, _ := checkLinearizable(newFacts(h), opts)
+						if p.Status != want || p.Engine != EngineLock {
+							b.Fatalf("%s by %s: %s", p.Status, p.Engine, p.Detail)
+						}
+					})
+				})
+				b.Run(name+"/engine=porcupine", func(b *testing.B) {
+					if why := v.porcupineLimit(ops, clients); why != "" {
+						b.Skip(why)
+					}
+					h := benchHistory(b, ops, clients, v)
+					opts := DefaultOptions()
+					opts.Engine = EnginePorcupine
+					opts.PorcupineTimeout = time.Minute
+					opts.PorcupineMaxOps = 1 << 30
+					want := expectedStatus(v)
+					runMedian(b, len(h.Ops), func() {
+						p, _ := checkLinearizable(newFacts(h), opts)
+						if p.Status != want {
+							b.Fatalf("%s: %s", p.Status, p.Detail)
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+func expectedStatus(v benchVariant) Status {
+	if v.violations {
+		return Fail
+	}
+	return Pass
+}
+
+func short(n int) string {
+	switch {
+	case n >= 1_000_000:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1_000:
+		return fmt.Sprintf("%dk", n/1_000)
+	}
+	return fmt.Sprint(n)
+}
+
+// BenchmarkCheck runs every check on a 1M-operation history.
+func BenchmarkCheck(b *testing.B) {
 	for _, clients := range []int{5, 50} {
 		b.Run(fmt.Sprintf("ops=1M/clients=%d", clients), func(b *testing.B) {
-			h := generated(b, histgen.Config{
+			h, err := histgen.Generate(histgen.Config{
 				Seed: 1, Clients: clients, Ops: 1_000_000, Resource: true, Indeterminate: 0.01,
 				DoubleHolders: 3, ForeignReleases: 1, LostUpdates: 3,
-			})
+			}).History()
+			if err != nil {
+				b.Fatal(err)
+			}
 			opts := DefaultOptions()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
+			runMedian(b, len(h.Ops), func() {
 				r := Check(h, opts)
 				if r.Verdict != Unsafe {
 					b.Fatalf("verdict %s: %s", r.Verdict, r.Why)
 				}
-			}
-			reportOps(b, len(h.Ops))
+			})
 		})
 	}
 }
 
-// BenchmarkPorcupine runs the linearizability search alone on valid
-// histories of 5 clients.
-func BenchmarkPorcupine(b *testing.B) {
-	for _, ops := range []int{1_000, 10_000} {
-		b.Run(fmt.Sprintf("ops=%d/clients=5", ops), func(b *testing.B) {
-			h := generated(b, histgen.Config{Seed: 1, Clients: 5, Ops: ops, Indeterminate: 0.01})
-			opts := DefaultOptions()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				p, _ := checkLinearizable(newFacts(h), opts)
-				if p.Status != Pass {
-					b.Fatalf("%s: %s", p.Status, p.Detail)
-				}
-			}
-			reportOps(b, len(h.Ops))
-		})
+// TestPorcupineProbe measures one porcupine cell of the benchmark, for the
+// skip rules above: LOCKTEST_PROBE=variant,ops,clients (run it under
+// /usr/bin/time -v for the memory).
+func TestPorcupineProbe(t *testing.T) {
+	spec := os.Getenv("LOCKTEST_PROBE")
+	if spec == "" {
+		t.Skip("set LOCKTEST_PROBE=variant,ops,clients")
 	}
+	var name string
+	var ops, clients int
+	if _, err := fmt.Sscanf(strings.ReplaceAll(spec, ",", " "), "%s %d %d", &name, &ops, &clients); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(benchVariants, func(v benchVariant) bool { return v.name == name })
+	if i < 0 {
+		t.Fatalf("no variant %s", name)
+	}
+	v := benchVariants[i]
+	cfg := histgen.Config{Seed: 1, Clients: clients, Ops: ops, Indeterminate: v.lost, Lease: v.lease}
+	if v.violations {
+		cfg.DoubleHolders, cfg.ForeignReleases = 3, 1
+	}
+	h, err := histgen.Generate(cfg).History()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := DefaultOptions()
+	opts.Engine, opts.PorcupineTimeout, opts.PorcupineMaxOps = EnginePorcupine, time.Minute, 1<<30
+	t0 := time.Now()
+	p, _ := checkLinearizable(newFacts(h), opts)
+	fmt.Printf("PROBE %s ops=%d clients=%d: %s in %v (%s)\n", name, ops, clients, p.Status, time.Since(t0).Round(time.Millisecond), p.Detail)
 }

@@ -52,6 +52,26 @@ func (b *hb) acq(c int, call, ret float64, owner string) int64 {
 	return b.o(c, history.Acquire, call, ret, history.OK, func(_, d *history.Event) { d.Owner = owner })
 }
 
+// acqValid adds a successful acquire whose client considers its lease
+// valid for valid ms after the return.
+func (b *hb) acqValid(c int, call, ret float64, owner string, valid float64) int64 {
+	return b.o(c, history.Acquire, call, ret, history.OK, func(_, d *history.Event) { d.Owner, d.Valid = owner, ms(valid) })
+}
+
+// use adds a read (write false) or write of the resource by c; typ Fail
+// means the client declined it ("not-held").
+func (b *hb) use(c int, write bool, call, ret float64, typ history.Type) int64 {
+	op := history.Read
+	if write {
+		op = history.Write
+	}
+	return b.o(c, op, call, ret, typ, func(_, d *history.Event) {
+		if typ == history.Fail {
+			d.Reason = history.ReasonNotHeld
+		}
+	})
+}
+
 func (b *hb) acqFail(c int, call, ret float64, reason string) int64 {
 	return b.o(c, history.Acquire, call, ret, history.Fail, func(_, d *history.Event) { d.Reason = reason })
 }

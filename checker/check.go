@@ -72,9 +72,17 @@ func Check(h *history.History, opts Options) Result {
 		r.Properties = append(r.Properties, p)
 		r.Anomalies = append(r.Anomalies, as...)
 	}
-	run(func() (Property, []Anomaly) { return checkDoubleHolder(f) })
+	slack := int64(opts.Slack)
+	var doubles []Anomaly
+	run(func() (Property, []Anomaly) {
+		p, as := checkDoubleHolder(f, slack)
+		doubles = as
+		return p, as
+	})
+	run(func() (Property, []Anomaly) { return checkLeaseContract(h.Info, doubles), nil })
 	run(func() (Property, []Anomaly) { return checkForeignRelease(f) })
-	run(func() (Property, []Anomaly) { return checkReleaseOKOnExpired(f, int64(opts.Slack)) })
+	run(func() (Property, []Anomaly) { return checkReleaseOKOnExpired(f, slack) })
+	run(func() (Property, []Anomaly) { return checkUsedAfterValidity(f, slack) })
 	run(func() (Property, []Anomaly) {
 		p, as, final := checkLostUpdate(f)
 		r.Counts.ResourceFinal = final
@@ -83,6 +91,7 @@ func Check(h *history.History, opts Options) Result {
 	run(func() (Property, []Anomaly) { return checkFencing(f) })
 	run(func() (Property, []Anomaly) { return checkDeadlock(f) })
 	run(func() (Property, []Anomaly) { return checkLinearizable(f, opts) })
+	r.Properties, r.Anomalies = appendReadWrite(f, r.Properties, r.Anomalies) // read-write runs only (readwrite.go)
 
 	setSeverities(&r)
 	sortAnomalies(r.Anomalies)
@@ -162,24 +171,40 @@ var kindNames = []struct{ kind, one, many string }{
 	{KindDoubleHolder, "double holder", "double holders"},
 	{KindForeignRelease, "foreign release", "foreign releases"},
 	{KindReleaseOKOnExpired, "release ok on an expired lease", "releases ok on expired leases"},
+	{KindUsedAfterValidity, "use after validity (client bug)", "uses after validity (client bug)"},
 	{KindLostUpdate, "lost update", "lost updates"},
 	{KindStaleWriteAccepted, "stale write accepted", "stale writes accepted"},
 	{KindNonLinearizable, "non-linearizable history", "non-linearizable histories"},
 }
 
 // summarize lists the anomalies of the given severity by kind:
-// "2 double holders, 1 lost update".
+// "2 double holders, 1 lost update"; double holders of a lease run say
+// their causes: "3 double holders (1 lease-broken, 2 lease-expired)".
 func summarize(as []Anomaly, severity string) string {
 	n := map[string]int{}
+	causes := map[string]int{}
 	for _, a := range as {
 		if a.Severity == severity {
 			n[a.Kind]++
+			if a.Kind == KindDoubleHolder && a.Cause != "" {
+				causes[a.Cause]++
+			}
 		}
 	}
 	var parts []string
 	for _, k := range kindNames {
 		if c := n[k.kind]; c > 0 {
-			parts = append(parts, plural(c, k.one, k.many))
+			part := plural(c, k.one, k.many)
+			if k.kind == KindDoubleHolder && len(causes) > 0 {
+				var cs []string
+				for _, cause := range []string{CauseLeaseBroken, CauseLeaseExpired, CauseUnknown} {
+					if m := causes[cause]; m > 0 {
+						cs = append(cs, fmt.Sprintf("%d %s", m, cause))
+					}
+				}
+				part += " (" + strings.Join(cs, ", ") + ")"
+			}
+			parts = append(parts, part)
 		}
 	}
 	return strings.Join(parts, ", ")

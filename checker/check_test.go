@@ -58,7 +58,7 @@ func TestVerdict(t *testing.T) {
 			b.faultAt("crash-client", "client 2", 2, 3) // client 1 holds then
 			b.cycles(12, 0)
 		}},
-		{name: "search unknown", verdict: Inconclusive, opts: Options{PorcupineMaxOps: 5}, why: "linearizable unknown: history too large", build: func(b *hb) {
+		{name: "search unknown", verdict: Inconclusive, opts: Options{Engine: EnginePorcupine, PorcupineMaxOps: 5}, why: "linearizable unknown: history too large", build: func(b *hb) {
 			b.cycles(12, 0)
 		}},
 		{name: "violations outrank everything", verdict: Unsafe, why: "1 double holder, 1 non-linearizable history", build: func(b *hb) {
@@ -151,24 +151,32 @@ func TestCheckFillsResult(t *testing.T) {
 		require.GreaterOrEqual(t, p.Millis, 0.0)
 		require.NotEmpty(t, p.Engine)
 	}
-	require.Equal(t, []string{"double-holder", "foreign-release", "release-ok-on-expired", "lost-update", "fencing", "deadlock", "linearizable"}, names)
+	require.Equal(t, []string{"double-holder", "lease-contract", "foreign-release", "release-ok-on-expired", "used-after-validity", "lost-update", "fencing", "deadlock", "linearizable"}, names)
 	require.NotNil(t, r.Anomalies)
 }
 
 func TestDefaultOptions(t *testing.T) {
 	require.Equal(t, DefaultOptions(), Options{}.withDefaults())
-	require.Equal(t, Options{PorcupineTimeout: 10 * time.Second, PorcupineMaxOps: 50000, MinAcquires: 10, Slack: 5 * time.Millisecond}, DefaultOptions())
+	require.Equal(t, Options{Engine: EngineLock, SearchBound: 4096, LostHorizon: 10 * time.Millisecond, PorcupineTimeout: 10 * time.Second, PorcupineMaxOps: 50000, MinAcquires: 10, Slack: 5 * time.Millisecond}, DefaultOptions())
 	o := Options{MinAcquires: 3}.withDefaults()
 	require.Equal(t, 3, o.MinAcquires)
 }
 
-// TestLargeHistory runs Check on a generated history too large for the
-// search: the interval checks decide, and the verdict is honest about it.
+// TestLargeHistory runs Check on a generated history too large for
+// porcupine: the lock sweep decides it, and porcupine, forced, is honest
+// about not being able to.
 func TestLargeHistory(t *testing.T) {
-	h, err := histgen.Generate(histgen.Config{Seed: 9, Clients: 10, Ops: 60000, Resource: true, DoubleHolders: 2}).History()
+	h, err := histgen.Generate(histgen.Config{Seed: 9, Clients: 10, Ops: 60000, Resource: true, Indeterminate: 0.01, DoubleHolders: 2}).History()
 	require.NoError(t, err)
 	r := Check(h, Options{PorcupineMaxOps: 1000})
 	require.Equal(t, Unsafe, r.Verdict, r.Why)
-	requireProperty(t, r, "linearizable", Unknown)
+	requireProperty(t, r, "linearizable", Fail)
+	p := r.Properties[len(r.Properties)-1]
+	require.Equal(t, EngineLock, p.Engine)
+	require.NotNil(t, p.Search)
 	require.GreaterOrEqual(t, kinds(r.Anomalies)[KindDoubleHolder], 2)
+
+	r = Check(h, Options{Engine: EnginePorcupine, PorcupineMaxOps: 1000})
+	requireProperty(t, r, "linearizable", Unknown)
+	require.Equal(t, Unsafe, r.Verdict, r.Why)
 }

@@ -42,7 +42,7 @@ func TestDifferential(t *testing.T) {
 		require.NoError(t, err)
 
 		f := newFacts(h)
-		_, doubles := checkDoubleHolder(f)
+		_, doubles := checkDoubleHolder(f, int64(opts.Slack))
 		_, foreign := checkForeignRelease(f)
 		_, lost, _ := checkLostUpdate(f)
 		lin, _ := checkLinearizable(f, opts)

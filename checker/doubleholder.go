@@ -8,11 +8,14 @@ import (
 )
 
 // checkDoubleHolder finds holds of different clients that overlap: two
-// clients that surely believed they held the lock at once. One anomaly per
+// clients that surely believed they held the lock at once (on a read-write
+// lock, unless both held it to read). One anomaly per
 // overlapping pair. The sweep keeps the holds still open at each start; each
 // of them overlaps the new hold, so the work is O(holds + pairs) after the
 // sort Holds did.
-func checkDoubleHolder(f *facts) (Property, []Anomaly) {
+//
+// In lease runs each anomaly gets a Cause (see leaseCause).
+func checkDoubleHolder(f *facts, slack int64) (Property, []Anomaly) {
 	h, holds := f.h, f.holds
 	p := Property{Name: KindDoubleHolder, Engine: "interval sweep", Status: Pass}
 	var out []Anomaly
@@ -31,7 +34,10 @@ func checkDoubleHolder(f *facts) (Property, []Anomaly) {
 			if a.Client == b.Client {
 				continue // a restarted client's stale hold: not two clients
 			}
-			out = append(out, doubleHolderAnomaly(h, a, b))
+			if a.Shared && b.Shared {
+				continue // two readers of a read-write lock
+			}
+			out = append(out, doubleHolderAnomaly(h, a, b, slack))
 		}
 		if b.End > b.Start {
 			active = append(active, i)
@@ -44,26 +50,59 @@ func checkDoubleHolder(f *facts) (Property, []Anomaly) {
 	return p, out
 }
 
+// leaseCause classifies a double holder in a lease run: a started first,
+// b's grant came while a still believed it held the lock.
+//
+//   - CauseLeaseBroken when b's hold started (b's grant came no later than
+//     that) before a's lease could have expired on correct clocks: before
+//     a.AcquireCall + TTL - slack, a's grant being no earlier than its
+//     acquire's invocation.
+//   - Otherwise CauseLeaseExpired: a's lease could have run out before the
+//     grant and a kept believing it held the lock (e.g. it was paused past
+//     its TTL) - or CauseUnknown when the lease is renewed while its holder
+//     runs (RunInfo.Renews): the renewals are not in the history, so
+//     whether a's lease had really lapsed is unknown.
+//
+// It returns "" outside lease runs.
+func leaseCause(info history.RunInfo, a, b *Hold, slack int64) string {
+	ttl := info.TTLMillis * 1e6
+	if !info.Lease || ttl <= 0 {
+		return ""
+	}
+	switch {
+	case b.Start < a.AcquireCall+ttl-slack:
+		return CauseLeaseBroken
+	case info.Renews:
+		return CauseUnknown
+	}
+	return CauseLeaseExpired
+}
+
 // doubleHolderAnomaly describes a, which started first, overlapping b.
-func doubleHolderAnomaly(h *history.History, a, b *Hold) Anomaly {
+func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 	end := min(a.End, b.End)
+	cause := leaseCause(h.Info, a, b, slack)
+	ttl := h.Info.TTLMillis * 1e6
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "client %d acquired the lock at %s while client %d, which acquired it at %s",
 		b.Client, at(b.Start), a.Client, at(a.Start))
-	if ttl := h.Info.TTLMillis * 1e6; h.Info.Lease && ttl > 0 {
-		if b.Start < a.AcquireCall+ttl {
-			// b's grant (before b.Start) came before a's lease could expire
-			// (no earlier than a.AcquireCall+ttl): the server broke it.
-			fmt.Fprintf(&sb, " (lease %s, still valid until %s at least)", span(ttl), at(a.AcquireCall+ttl))
-		} else {
-			fmt.Fprintf(&sb, " (lease %s, so expired by %s at the latest)", span(ttl), at(a.Start+ttl))
-		}
+	switch cause {
+	case CauseLeaseBroken:
+		// b's grant (before b.Start) came before a's lease could expire
+		// (no earlier than a.AcquireCall+ttl-slack): the server broke it.
+		fmt.Fprintf(&sb, " (lease %s, still valid until %s at least)", span(ttl), at(a.AcquireCall+ttl-slack))
+	case CauseLeaseExpired:
+		fmt.Fprintf(&sb, " (lease %s, so expired by %s at the latest)", span(ttl), at(a.Start+ttl))
+	case CauseUnknown:
+		fmt.Fprintf(&sb, " (lease %s, renewed while its holder runs)", span(ttl))
 	}
 	switch a.EndReason {
 	case "release":
 		fmt.Fprintf(&sb, ", still believed it held it until %s", at(a.End))
 	case "client-exit":
 		fmt.Fprintf(&sb, ", still believed it held it until its process ended at %s", at(a.End))
+	case "validity":
+		fmt.Fprintf(&sb, ", still used it until %s (its validity ended at %s)", at(a.End), at(a.ValidUntil))
 	default:
 		fmt.Fprintf(&sb, ", still believed it held it at the end of the history (%s)", at(a.End))
 	}
@@ -71,6 +110,14 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold) Anomaly {
 		sb.WriteString("; " + s)
 	}
 	sb.WriteString(".")
+	switch cause {
+	case CauseLeaseBroken:
+		fmt.Fprintf(&sb, " The lease broke its promise: client %d was granted the lock before client %d's lease could have run out on correct clocks (a clock jump, a failover or lost state on the server).", b.Client, a.Client)
+	case CauseLeaseExpired:
+		fmt.Fprintf(&sb, " Lost by design: client %d's lease could have run out before client %d was granted the lock, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
+	case CauseUnknown:
+		fmt.Fprintf(&sb, " Whether the lease broke its promise is unknown: client %d's lease is renewed while it runs and the renewals are not recorded, so it may have lapsed (if client %d stopped renewing, e.g. paused) or been broken.", a.Client, a.Client)
+	}
 	return Anomaly{
 		Kind:        KindDoubleHolder,
 		Clients:     []int{a.Client, b.Client},
@@ -78,6 +125,42 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold) Anomaly {
 		End:         end,
 		Ops:         []int64{a.AcquireOp, b.AcquireOp},
 		Faults:      faultsDuring(h, b.Start, end),
+		Cause:       cause,
 		Explanation: sb.String(),
 	}
+}
+
+// checkLeaseContract grades the double holders of a lease run by cause: it
+// fails when any of them is lease-broken (the lock service granted the lock
+// while an earlier lease was surely still valid); lease-expired ones are
+// the lease working as designed against a client that outlived it, and do
+// not fail it.
+func checkLeaseContract(info history.RunInfo, doubles []Anomaly) Property {
+	p := Property{Name: "lease-contract", Engine: "interval sweep", Status: Pass}
+	if !info.Lease || info.TTLMillis <= 0 {
+		p.Status = Skipped
+		p.Detail = "the lock has no lease"
+		return p
+	}
+	n := map[string]int{}
+	for _, a := range doubles {
+		n[a.Cause]++
+	}
+	p.Count = n[CauseLeaseBroken]
+	if p.Count > 0 {
+		p.Status = Fail
+	}
+	if len(doubles) == 0 {
+		p.Detail = "no double holder"
+		return p
+	}
+	parts := []string{
+		fmt.Sprintf("%d lease-broken", n[CauseLeaseBroken]),
+		fmt.Sprintf("%d lease-expired (lost by design)", n[CauseLeaseExpired]),
+	}
+	if n[CauseUnknown] > 0 {
+		parts = append(parts, fmt.Sprintf("%d unknown (renewed lease)", n[CauseUnknown]))
+	}
+	p.Detail = plural(len(doubles), "double holder", "double holders") + ": " + strings.Join(parts, ", ")
+	return p
 }

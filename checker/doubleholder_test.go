@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,10 +13,27 @@ func TestDoubleHolder(t *testing.T) {
 	tests := []struct {
 		name    string
 		lease   bool
+		renews  bool
+		cause   string // of the first anomaly
 		build   func(b *hb)
 		pairs   [][2]int // clients of each anomaly, earlier holder first
 		explain []string // substrings of the first explanation
 	}{
+		{name: "renewed lease taken after its TTL: unknown", lease: true, renews: true, cause: CauseUnknown, build: func(b *hb) {
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 3040, 3050, "b")
+			b.rel(1, 5600, 5601, "a", history.Fail, "-")
+		}, pairs: [][2]int{{1, 2}}, explain: []string{"renewed while its holder runs", "is unknown"}},
+		{name: "renewed lease taken within its TTL: broken", lease: true, renews: true, cause: CauseLeaseBroken, build: func(b *hb) {
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 1500, 1510, "b")
+			b.rel(1, 1700, 1701, "a", history.OK, "a")
+		}, pairs: [][2]int{{1, 2}}},
+		{name: "within the slack of the earliest expiry: expired", lease: true, cause: CauseLeaseExpired, build: func(b *hb) {
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 2980, 2986, "b") // 990 + 2000 - 5 = 2985
+			b.rel(1, 3100, 3101, "a", history.OK, "a")
+		}, pairs: [][2]int{{1, 2}}},
 		{name: "sequential holds", build: func(b *hb) {
 			b.acq(1, 0, 1, "a")
 			b.rel(1, 5, 6, "a", history.OK, "a")
@@ -49,7 +67,7 @@ func TestDoubleHolder(t *testing.T) {
 			b.clientLife(1, 10, -1)
 			b.acq(1, 11, 12, "b")
 		}},
-		{name: "lease expired, holder paused", lease: true, build: func(b *hb) {
+		{name: "lease expired, holder paused", lease: true, cause: CauseLeaseExpired, build: func(b *hb) {
 			b.faultAt("pause", "client 1", 1010, 5200)
 			b.acq(1, 990, 1000, "a")
 			b.acq(2, 3040, 3050, "b")
@@ -57,11 +75,11 @@ func TestDoubleHolder(t *testing.T) {
 		}, pairs: [][2]int{{1, 2}}, explain: []string{
 			"client 2 acquired the lock at 3.05 s while client 1, which acquired it at 1.00 s (lease 2.00 s, so expired by 3.00 s at the latest), still believed it held it until 5.60 s; client 1 was paused 1.01 s–5.20 s.",
 		}},
-		{name: "lease still valid", lease: true, build: func(b *hb) {
+		{name: "lease still valid", lease: true, cause: CauseLeaseBroken, build: func(b *hb) {
 			b.acq(1, 990, 1000, "a")
 			b.acq(2, 1500, 1510, "b")
 			b.rel(1, 1700, 1701, "a", history.OK, "a")
-		}, pairs: [][2]int{{1, 2}}, explain: []string{"still valid until 2.99 s at least"}},
+		}, pairs: [][2]int{{1, 2}}, explain: []string{"still valid until 2.98 s at least", "The lease broke its promise"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,9 +87,10 @@ func TestDoubleHolder(t *testing.T) {
 			if tt.lease {
 				b.info.Lease, b.info.TTLMillis = true, 2000
 			}
+			b.info.Renews = tt.renews
 			tt.build(b)
 			h := b.build(t)
-			p, as := checkDoubleHolder(newFacts(h))
+			p, as := checkDoubleHolder(newFacts(h), 5e6)
 			require.Len(t, as, len(tt.pairs))
 			require.Equal(t, len(tt.pairs), p.Count)
 			if len(tt.pairs) == 0 {
@@ -88,6 +107,7 @@ func TestDoubleHolder(t *testing.T) {
 			for _, s := range tt.explain {
 				require.Contains(t, as[0].Explanation, s)
 			}
+			require.Equal(t, tt.cause, as[0].Cause)
 		})
 	}
 }
@@ -100,10 +120,43 @@ func TestDoubleHolderFaults(t *testing.T) {
 	b.acq(2, 2000, 3000, "b")
 	b.rel(1, 5000, 5001, "a", history.OK, "a")
 	h := b.build(t)
-	_, as := checkDoubleHolder(newFacts(h))
+	_, as := checkDoubleHolder(newFacts(h), 5e6)
 	require.Len(t, as, 1)
 	require.Equal(t, []string{"pause client 3 (1.20s–4.80s)"}, as[0].Faults)
 	require.NotContains(t, as[0].Explanation, "paused", "the fault did not touch the earlier holder")
 	require.Equal(t, ms(3000), as[0].Start)
 	require.Equal(t, ms(5000), as[0].End)
+}
+
+func TestLeaseContract(t *testing.T) {
+	info := history.RunInfo{Lease: true, TTLMillis: 100}
+	doubles := []Anomaly{{Cause: CauseLeaseExpired}, {Cause: CauseLeaseBroken}, {Cause: CauseUnknown}}
+	p := checkLeaseContract(info, doubles)
+	require.Equal(t, Fail, p.Status)
+	require.Equal(t, 1, p.Count)
+	require.Equal(t, "3 double holders: 1 lease-broken, 1 lease-expired (lost by design), 1 unknown (renewed lease)", p.Detail)
+	p = checkLeaseContract(info, doubles[:1])
+	require.Equal(t, Pass, p.Status)
+	p = checkLeaseContract(history.RunInfo{}, doubles)
+	require.Equal(t, Skipped, p.Status)
+}
+
+func TestDoubleHolderReadWrite(t *testing.T) {
+	b := newHB()
+	b.info.ReadWrite = true
+	mode := func(m string) func(i, d *history.Event) {
+		return func(i, d *history.Event) { i.Mode, d.Owner = m, "o"+m+fmt.Sprint(len(b.evs)) }
+	}
+	b.o(1, history.Acquire, 0, 1, history.OK, mode(history.ModeRead))
+	b.o(2, history.Acquire, 2, 3, history.OK, mode(history.ModeRead)) // two readers: fine
+	b.o(3, history.Acquire, 4, 5, history.OK, mode(history.ModeWrite))
+	h := b.build(t)
+	require.True(t, Holds(h)[0].Shared)
+	_, as := checkDoubleHolder(newFacts(h), 5e6)
+	require.Len(t, as, 2) // the writer with each reader
+	for _, a := range as {
+		require.Contains(t, a.Clients, 3)
+	}
+	p, _ := checkLinearizable(newFacts(h), DefaultOptions())
+	require.Equal(t, Skipped, p.Status)
 }

@@ -10,7 +10,9 @@ import (
 // although the client's lease was gone: either the server says it removed
 // nothing (Removed "-"), or it does not say and the release was called after
 // the lease had surely expired (acquire return + TTL + slack). Foreign
-// releases are left to their own check.
+// releases are left to their own check. When the lease is renewed while its
+// holder runs (RunInfo.Renews) its end is not in the history, so only the
+// server's own account (a) counts.
 func checkReleaseOKOnExpired(f *facts, slack int64) (Property, []Anomaly) {
 	h, holds := f.h, f.holds
 	p := Property{Name: KindReleaseOKOnExpired, Engine: "interval sweep", Status: Pass}
@@ -59,7 +61,7 @@ func checkReleaseOKOnExpired(f *facts, slack int64) (Property, []Anomaly) {
 		out = append(out, a)
 	}
 	// (b) the server does not say, but the lease had surely expired.
-	if ttl > 0 {
+	if ttl > 0 && !h.Info.Renews {
 		for k := range holds {
 			hd := &holds[k]
 			if hd.ReleaseIndex < 0 {

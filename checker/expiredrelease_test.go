@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,12 +29,16 @@ func TestReleaseOKOnExpired(t *testing.T) {
 		{name: "late, not reported", lease: true, call: 116, typ: history.OK, want: 1,
 			explain: "had expired by 110.0 ms at the latest, 6.0 ms before the release"},
 		{name: "late but failed", lease: true, call: 300, typ: history.Fail, removed: "-"},
+		{name: "renewed: late, not reported, is fine", lease: true, call: 5000, typ: history.OK},
+		{name: "renewed: the server's own account still counts", lease: true, call: 50, typ: history.OK, removed: "-", want: 1,
+			explain: "yet the server removed nothing"},
 		{name: "late and foreign", lease: true, call: 300, typ: history.OK, removed: "b"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newHB()
 			b.info.Lease, b.info.TTLMillis = tt.lease, 100
+			b.info.Renews = strings.HasPrefix(tt.name, "renewed")
 			b.acq(1, 5, 10, "a")
 			b.o(1, history.Release, tt.call, tt.call+1, tt.typ, func(i, d *history.Event) {
 				i.Owner, d.Removed = "a", tt.removed

@@ -15,6 +15,7 @@ type facts struct {
 	releases  []int
 	writes    []int // completed writes, in the order the resource applied them
 	heldFails []int // acquires that failed because the lock was held
+	uses      []int // successful reads and writes (only when clients check their validity)
 	holds     []Hold
 	spans     []heldSpan
 	counts    Counts // all but ResourceFinal, FaultsOnHolder and the hold totals
@@ -58,7 +59,14 @@ func newFacts(h *history.History) *facts {
 			default:
 				c.ReleasesInfo++
 			}
+		case history.Read:
+			if h.Info.ChecksValidity && op.Type == history.OK {
+				f.uses = append(f.uses, i)
+			}
 		case history.Write:
+			if h.Info.ChecksValidity && op.Type == history.OK {
+				f.uses = append(f.uses, i)
+			}
 			c.Writes++
 			switch {
 			case op.Type == history.OK:
@@ -79,7 +87,7 @@ func newFacts(h *history.History) *facts {
 	if !writesSorted {
 		sortByReturn(h, f.writes)
 	}
-	f.holds = holdsOf(h, f.lock, c.AcquiresOK)
+	f.holds = holdsOf(h, f.lock, c.AcquiresOK, f.uses)
 	f.spans = unionHolds(f.holds)
 	for _, s := range f.spans {
 		c.HeldNs += s.End - s.Start

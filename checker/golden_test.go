@@ -53,19 +53,21 @@ func TestGolden(t *testing.T) {
 			why:       "1 double holder, 1 non-linearizable history"},
 		{file: "bad-lease-pause.jsonl", verdict: Unsafe,
 			violation: kinds{KindDoubleHolder: 1, KindLostUpdate: 1},
-			why:       "1 double holder, 1 lost update",
+			why:       "1 double holder (1 lease-expired), 1 lost update",
 			check: func(t *testing.T, r Result) {
 				requireProperty(t, r, "linearizable", Pass) // the lease did expire
 				require.Equal(t, 1, r.Counts.FaultsOnHolder)
 				a := r.Anomalies[0]
 				require.Equal(t, KindDoubleHolder, a.Kind)
-				require.Equal(t, "client 2 acquired the lock at 3.05 s while client 1, which acquired it at 1.00 s (lease 2.00 s, so expired by 3.00 s at the latest), still believed it held it until 5.60 s; client 1 was paused 1.01 s–5.20 s.", a.Explanation)
+				require.Equal(t, "client 2 acquired the lock at 3.05 s while client 1, which acquired it at 1.00 s (lease 2.00 s, so expired by 3.00 s at the latest), still believed it held it until 5.60 s; client 1 was paused 1.01 s–5.20 s. Lost by design: client 1's lease could have run out before client 2 was granted the lock, and client 1 went on as if it still held it.", a.Explanation)
+				require.Equal(t, CauseLeaseExpired, a.Cause)
+				requireProperty(t, r, "lease-contract", Pass)
 				require.Equal(t, []string{"pause client 1 (1.01s–5.20s)"}, a.Faults)
 				require.Equal(t, a.Start, r.FirstViolation)
 			}},
 		{file: "fenced-contained.jsonl", verdict: Safe,
 			other: kinds{KindDoubleHolder: 1, KindStaleWriteRejected: 1},
-			why:   "14 acquires by 2 clients, 1 fault on a holder: 1 double holder contained by fencing (1 stale write rejected)",
+			why:   "14 acquires by 2 clients, 1 fault on a holder: 1 double holder (1 lease-expired) contained by fencing (1 stale write rejected)",
 			check: func(t *testing.T, r Result) {
 				require.Equal(t, int64(-1), r.FirstViolation)
 				require.Equal(t, SeverityContained, r.Anomalies[0].Severity)
@@ -73,7 +75,7 @@ func TestGolden(t *testing.T) {
 			}},
 		{file: "bad-stale-write-accepted.jsonl", verdict: Unsafe,
 			violation: kinds{KindDoubleHolder: 1, KindStaleWriteAccepted: 1, KindLostUpdate: 1},
-			why:       "1 double holder, 1 lost update, 1 stale write accepted"},
+			why:       "1 double holder (1 lease-expired), 1 lost update, 1 stale write accepted"},
 		{file: "bad-foreign-release.jsonl", verdict: Unsafe,
 			violation: kinds{KindDoubleHolder: 1, KindForeignRelease: 1, KindNonLinearizable: 1}},
 		{file: "bad-release-ok-on-expired.jsonl", verdict: Unsafe,
@@ -102,6 +104,47 @@ func TestGolden(t *testing.T) {
 			why: "only 3 successful acquires (at least 10 needed)"},
 		{file: "inconclusive-nemesis.jsonl", verdict: Inconclusive,
 			why: "no pause fault started while its client held the lock; nemesis partition never injected a fault"},
+		{file: "good-renewing-long-hold.jsonl", verdict: Safe, why: "13 acquires by 3 clients, no faults: no anomaly",
+			check: func(t *testing.T, r Result) {
+				// A renewed lease outlives grant + TTL while its holder runs:
+				// a 2 s hold on a 300 ms lease is neither a late release nor
+				// non-linearizable.
+				requireProperty(t, r, "release-ok-on-expired", Pass)
+				requireProperty(t, r, "linearizable", Pass)
+			}},
+		{file: "bad-renewing-broken.jsonl", verdict: Unsafe,
+			violation: kinds{KindDoubleHolder: 1, KindNonLinearizable: 1},
+			why:       "1 double holder (1 lease-broken), 1 non-linearizable history",
+			check: func(t *testing.T, r Result) {
+				requireProperty(t, r, "lease-contract", Fail)
+				for _, a := range r.Anomalies {
+					if a.Kind == KindDoubleHolder {
+						require.Equal(t, CauseLeaseBroken, a.Cause)
+						require.Contains(t, a.Explanation, "The lease broke its promise")
+					}
+				}
+			}},
+		{file: "good-validity-careful.jsonl", verdict: Safe, why: "12 acquires by 3 clients, 1 fault on a holder: no anomaly",
+			check: func(t *testing.T, r Result) {
+				// Frozen past its validity, the client declined the resource
+				// ("not-held") and released: not a double holder.
+				requireProperty(t, r, "double-holder", Pass)
+				requireProperty(t, r, "used-after-validity", Pass)
+			}},
+		{file: "bad-used-after-validity.jsonl", verdict: Unsafe,
+			violation: kinds{KindDoubleHolder: 1, KindUsedAfterValidity: 1, KindLostUpdate: 1},
+			why:       "1 double holder (1 lease-expired), 1 use after validity (client bug), 1 lost update",
+			check: func(t *testing.T, r Result) {
+				requireProperty(t, r, "used-after-validity", Fail)
+				requireProperty(t, r, "lease-contract", Pass)
+				requireProperty(t, r, "linearizable", Pass)
+				for _, a := range r.Anomalies {
+					if a.Kind == KindUsedAfterValidity {
+						require.Equal(t, []int{1}, a.Clients)
+						require.Contains(t, a.Explanation, "client 1 wrote the resource at 2.61 s, 1.53 s after its own validity for the lock ended")
+					}
+				}
+			}},
 		{file: "bad-nonlinearizable.jsonl", verdict: Unsafe,
 			violation: kinds{KindNonLinearizable: 1},
 			check: func(t *testing.T, r Result) {
@@ -134,7 +177,7 @@ func TestGolden(t *testing.T) {
 			}
 			require.Equal(t, nonNil(tt.other), other, "contained and info anomalies")
 			require.Contains(t, r.Why, tt.why)
-			require.Len(t, r.Properties, 7)
+			require.Len(t, r.Properties, 9)
 			for i := 1; i < len(r.Anomalies); i++ {
 				require.LessOrEqual(t, r.Anomalies[i-1].Start, r.Anomalies[i].Start)
 			}

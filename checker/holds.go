@@ -24,6 +24,15 @@ import (
 // number) is a new process: a hold of the old process ends when that process
 // ended, and the new process's acquires and releases do not continue it.
 //
+// A client that checks its own validity (RunInfo.ChecksValidity: its
+// successful acquire carries Valid, so Operation.ValidUntil is set) stops
+// using the resource once its validity ends. Its hold ends at
+// min(release invocation, max(ValidUntil, completion of the last read or
+// write with outcome ok that it performed during the hold)): a careful
+// client frozen past its validity that then declines to use the resource
+// (its reads answer "not-held") and releases held the lock only until its
+// validity ended.
+//
 // The controller records both ends, so a hold lies inside the window in
 // which the server really kept the client's key: overlapping holds of two
 // clients are two clients that surely held the lock at once.
@@ -32,8 +41,10 @@ func Holds(h *history.History) []Hold {
 }
 
 // holdsOf computes the holds from the positions of the acquires and
-// releases in h.Ops, of which n are successful acquires.
-func holdsOf(h *history.History, lock []int, n int) []Hold {
+// releases in h.Ops, of which n are successful acquires. uses are the
+// successful reads and writes, in order of invocation, for the validity
+// cut (nil unless the run's clients check their validity).
+func holdsOf(h *history.History, lock []int, n int, uses []int) []Hold {
 	lives := clientLives(h)
 	out := make([]Hold, 0, n)
 	type open struct {
@@ -59,7 +70,7 @@ func holdsOf(h *history.History, lock []int, n int) []Hold {
 		return o
 	}
 	closeAt := func(o *open, end int64, reason string) {
-		o.End, o.EndReason = end, reason
+		o.End, o.EndReason, o.BelievedEnd = end, reason, end
 		out = append(out, o.Hold)
 		o.ok = false
 	}
@@ -78,18 +89,25 @@ func holdsOf(h *history.History, lock []int, n int) []Hold {
 			if o.ok {
 				// Reentrant: the outer hold goes on.
 				o.depth++
+				if op.ValidUntil != history.Never {
+					o.ValidUntil = max(o.ValidUntil, op.ValidUntil)
+				}
 				continue
 			}
 			*o = open{
 				Hold: Hold{
 					Client: op.Client, Owner: op.Owner, Token: op.Token,
-					Start: op.Return, End: history.Never,
+					Shared: op.Mode == history.ModeRead,
+					Start:  op.Return, End: history.Never,
 					AcquireOp: op.OpID, AcquireCall: op.Call,
 					AcquireIndex: i, ReleaseIndex: -1,
 				},
 				lifeEnd: lifeEnd(lives[op.Client], op.Return),
 				depth:   1,
 				ok:      true,
+			}
+			if op.ValidUntil != history.Never {
+				o.ValidUntil = op.ValidUntil
 			}
 		case history.Release:
 			if !o.ok {
@@ -118,6 +136,9 @@ func holdsOf(h *history.History, lock []int, n int) []Hold {
 	}
 	for _, o := range sparse {
 		finish(o)
+	}
+	if h.Info.ChecksValidity {
+		cutAtValidity(h, out, uses)
 	}
 	// Holds close in order of their ends: nearly sorted by start already.
 	slices.SortFunc(out, func(a, b Hold) int {
@@ -161,4 +182,35 @@ func lifeEnd(lives []history.Client, t int64) int64 {
 		return history.Never
 	}
 	return end
+}
+
+// cutAtValidity ends each hold that carries a validity at
+// max(ValidUntil, completion of the client's last successful read or write
+// during the hold), when that comes before the hold's end. uses are the
+// successful reads and writes in order of invocation.
+func cutAtValidity(h *history.History, holds []Hold, uses []int) {
+	byClient := map[int][]int{}
+	for _, i := range uses {
+		c := h.Ops[i].Client
+		byClient[c] = append(byClient[c], i)
+	}
+	for k := range holds {
+		hd := &holds[k]
+		if hd.ValidUntil == 0 {
+			continue
+		}
+		end := hd.ValidUntil
+		if us := byClient[hd.Client]; len(us) > 0 {
+			// The last use invoked before the hold's end.
+			j := sort.Search(len(us), func(j int) bool { return h.Ops[us[j]].Call >= hd.BelievedEnd })
+			if j > 0 {
+				if u := &h.Ops[us[j-1]]; u.Call >= hd.Start {
+					end = max(end, u.Return)
+				}
+			}
+		}
+		if end < hd.End {
+			hd.End, hd.EndReason = end, "validity"
+		}
+	}
 }

@@ -17,55 +17,81 @@ func TestHolds(t *testing.T) {
 	tests := []struct {
 		name      string
 		reentrant bool
+		validity  bool // the clients check their validity
 		build     func(b *hb)
 		want      []span
 	}{
-		{"acquire and release", false, func(b *hb) {
+		{"validity: a careful client frozen past it holds until it ends", false, true, func(b *hb) {
+			b.acqValid(1, 0, 1, "a", 100) // valid until 101
+			b.use(1, false, 2, 500, history.Fail)
+			b.rel(1, 501, 502, "a", history.Fail, "-")
+		}, []span{{1, 1, 101, "validity"}}},
+		{"validity: a use after it extends the hold to the use", false, true, func(b *hb) {
+			b.acqValid(1, 0, 1, "a", 100)
+			b.use(1, false, 2, 3, history.OK)
+			b.use(1, true, 4, 300, history.OK)
+			b.rel(1, 501, 502, "a", history.OK, "a")
+		}, []span{{1, 1, 300, "validity"}}},
+		{"validity: released in time, the release ends it", false, true, func(b *hb) {
+			b.acqValid(1, 0, 1, "a", 100)
+			b.use(1, true, 2, 3, history.OK)
+			b.rel(1, 50, 51, "a", history.OK, "a")
+		}, []span{{1, 1, 50, "release"}}},
+		{"validity: uses outside the hold do not count", false, true, func(b *hb) {
+			b.acqValid(1, 10, 11, "a", 100)
+			b.use(1, true, 2, 400, history.OK) // before the acquire returned
+			b.rel(1, 501, 502, "a", history.OK, "a")
+		}, []span{{1, 11, 111, "validity"}}},
+		{"validity ignored when the run does not say the clients check it", false, false, func(b *hb) {
+			b.acqValid(1, 0, 1, "a", 100)
+			b.rel(1, 501, 502, "a", history.OK, "a")
+		}, []span{{1, 1, 501, "release"}}},
+		{"acquire and release", false, false, func(b *hb) {
 			b.acq(1, 0, 1, "a")
 			b.rel(1, 5, 6, "a", history.OK, "a")
 		}, []span{{1, 1, 5, "release"}}},
-		{"failed and indeterminate acquires hold nothing", false, func(b *hb) {
+		{"failed and indeterminate acquires hold nothing", false, false, func(b *hb) {
 			b.acqFail(1, 0, 1, history.ReasonHeld)
 			b.acqInfo(2, 0, 9)
 		}, nil},
-		{"a failed release still ends the hold", false, func(b *hb) {
+		{"a failed release still ends the hold", false, false, func(b *hb) {
 			b.acq(1, 0, 1, "a")
 			b.rel(1, 5, 6, "a", history.Fail, "-")
 		}, []span{{1, 1, 5, "release"}}},
-		{"never released: end of history", false, func(b *hb) {
+		{"never released: end of history", false, false, func(b *hb) {
 			b.acq(1, 0, 1, "a")
 			b.acqFail(2, 20, 21, history.ReasonHeld)
 		}, []span{{1, 1, 22, "end-of-history"}}},
-		{"a nested acquire on a lock that is not reentrant", false, func(b *hb) {
+		{"a nested acquire on a lock that is not reentrant", false, false, func(b *hb) {
 			b.acq(1, 0, 1, "a")
 			b.acq(1, 2, 3, "a")
 			b.rel(1, 5, 6, "a", history.OK, "")
 			b.rel(1, 7, 8, "a", history.OK, "a")
 		}, []span{{1, 1, 5, "release"}}},
-		{"reentrant: the last release ends the hold", true, func(b *hb) {
+		{"reentrant: the last release ends the hold", true, false, func(b *hb) {
 			b.acq(1, 0, 1, "a")
 			b.acq(1, 2, 3, "a")
 			b.rel(1, 5, 6, "a", history.OK, "")
 			b.rel(1, 7, 8, "a", history.OK, "a")
 		}, []span{{1, 1, 7, "release"}}},
-		{"reentrant: a failed nested acquire, then one release", true, func(b *hb) {
+		{"reentrant: a failed nested acquire, then one release", true, false, func(b *hb) {
 			b.acq(1, 0, 1, "a")
 			b.acqFail(1, 2, 3, history.ReasonError)
 			b.rel(1, 5, 6, "a", history.OK, "a")
 			b.acq(2, 9, 10, "b")
 		}, []span{{1, 1, 5, "release"}, {2, 10, 11, "end-of-history"}}},
-		{"process exit ends the hold", false, func(b *hb) {
+		{"process exit ends the hold", false, false, func(b *hb) {
 			b.clientLife(1, 0, 4)
 			b.acq(1, 0, 1, "a")
 		}, []span{{1, 1, 4, "client-exit"}}},
-		{"a restarted client starts afresh", false, func(b *hb) {
+		{"a restarted client starts afresh", false, false, func(b *hb) {
 			b.clientLife(1, 0, 4)
 			b.acq(1, 0, 1, "a")
 			b.clientLife(1, 10, -1)
 			b.acq(1, 11, 12, "b")
 			b.rel(1, 15, 16, "b", history.OK, "b")
 		}, []span{{1, 1, 4, "client-exit"}, {1, 12, 15, "release"}}},
-		{"a hold in a second life ends with that life", false, func(b *hb) {
+		{"a hold in a second life ends with that life", false, false, func(b *hb) {
 			b.clientLife(1, 0, 4)
 			b.clientLife(1, 10, 30)
 			b.acq(1, 11, 12, "b")
@@ -76,6 +102,7 @@ func TestHolds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newHB()
 			b.info.Reentrant = tt.reentrant
+			b.info.ChecksValidity = tt.validity
 			tt.build(b)
 			var got []span
 			for _, hd := range Holds(b.build(t)) {

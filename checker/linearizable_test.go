@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -14,15 +15,22 @@ func TestLockModelStep(t *testing.T) {
 	const ttl, slack = 100, 5
 	free := lockState{}
 	at := func(now int64) lockState { return lockState{now: now} }
-	held := func(c int, owner string, call, ret, now int64) lockState {
-		return lockState{client: c, owner: owner, acqCall: call, acqRet: ret, now: now, depth: 1}
+	ow := newOwners()
+	for _, o := range []string{"a", "b"} {
+		ow.known[ow.id(o)] = true // owners of acquires; "x" is nobody's
 	}
-	deep := func(s lockState, depth int) lockState { s.depth = depth; return s }
-	acq := func(c int, owner string, call, ret int64) *linInput {
-		return &linInput{kind: linAcquire, client: c, owner: owner, call: call, ret: ret}
+	held := func(c int32, owner string, call, ret, now int64) lockState {
+		if owner == "?" { // taken by a lost acquire of unknown owner
+			return lockState{client: c, owner: ownerFresh, acqCall: call, acqRet: ret, now: now, depth: 1}
+		}
+		return lockState{client: c, owner: ow.id(owner), acqCall: call, acqRet: ret, now: now, depth: 1}
 	}
-	rel := func(c int, owner string, call, ret int64) *linInput {
-		return &linInput{kind: linRelease, client: c, owner: owner, call: call, ret: ret}
+	deep := func(s lockState, depth int32) lockState { s.depth = depth; return s }
+	acq := func(c int32, owner string, call, ret int64) *lockOp {
+		return &lockOp{kind: linAcquire, client: c, owner: ow.id(owner), call: call, ret: ret}
+	}
+	rel := func(c int32, owner string, call, ret int64) *lockOp {
+		return &lockOp{kind: linRelease, client: c, owner: ow.id(owner), call: call, ret: ret}
 	}
 	never := history.Never
 	tests := []struct {
@@ -30,7 +38,7 @@ func TestLockModelStep(t *testing.T) {
 		lease bool
 		reent bool
 		s     lockState
-		in    *linInput
+		in    *lockOp
 		out   linOutcome
 		want  []lockState // nil: impossible
 	}{
@@ -43,9 +51,15 @@ func TestLockModelStep(t *testing.T) {
 		{"the clock moves to the call", true, false, at(15), acq(1, "a", 10, 20), outOK, []lockState{held(1, "a", 10, 20, 15)}},
 		{"acquire held when held", true, false, held(2, "b", 0, 5, 0), acq(1, "", 1, 2), outHeld, []lockState{held(2, "b", 0, 5, 1)}},
 		{"acquire held when free", true, false, free, acq(1, "", 1, 2), outHeld, nil},
-		{"indeterminate acquire when free", false, false, free, acq(1, "", 1, never), outUnknown, []lockState{free, held(1, "", 0, 0, 0)}},
+		{"indeterminate acquire when free", false, false, free, acq(1, "", 1, never), outUnknown, []lockState{free, held(1, "?", 0, 0, 0)}},
+		{"a lost acquire's key: freed by a release naming nobody's owner", false, false, held(1, "?", 0, 0, 0), rel(1, "x", 50, 51), outOK, []lockState{free}},
+		{"a lost acquire's key: not by one naming an acquired owner", false, false, held(1, "?", 0, 0, 0), rel(1, "a", 50, 51), outOK, nil},
+		{"a lost acquire's key: a release naming nobody's owner is not refused", false, false, held(1, "?", 0, 0, 0), rel(1, "x", 50, 51), outNotOwner, nil},
 		{"indeterminate acquire when held, no lease", false, false, held(2, "b", 0, 0, 0), acq(1, "", 1, never), outUnknown, []lockState{held(2, "b", 0, 0, 0)}},
-		{"indeterminate acquire takes over only after the lease", true, false, held(2, "b", 0, 5, 3), acq(1, "", 1, never), outUnknown, []lockState{held(2, "b", 0, 5, 3), held(1, "", 1, never, 95)}},
+		{"indeterminate acquire takes over only after the lease", true, false, held(2, "b", 0, 5, 3), acq(1, "", 1, never), outUnknown, []lockState{held(2, "b", 0, 5, 3), held(1, "?", 1, never, 95)}},
+		{"indeterminate acquire granted at an unknown time", true, false, at(40), acq(1, "", 1, never), outUnknown, []lockState{at(40), held(1, "?", 1, never, 40)}},
+		{"indeterminate nested acquire", true, true, held(1, "a", 0, 2, 1), acq(1, "", 4, never), outUnknown,
+			[]lockState{held(1, "a", 0, 2, 1), held(1, "", 4, never, 95), deep(held(1, "a", 0, never, 4), 2)}},
 		{"release ok by the owner", false, false, held(1, "a", 0, 0, 0), rel(1, "a", 50, 51), outOK, []lockState{free}},
 		{"release ok by another owner of the same client", false, false, held(1, "a", 0, 0, 0), rel(1, "x", 50, 51), outOK, nil},
 		{"release ok by another client", false, false, held(1, "a", 0, 0, 0), rel(2, "a", 50, 51), outOK, nil},
@@ -61,6 +75,7 @@ func TestLockModelStep(t *testing.T) {
 		{"release not-owner by the holder, lease valid", true, false, held(1, "a", 0, 10, 0), rel(1, "a", 80, 94), outNotOwner, nil},
 		{"indeterminate release by the holder", false, false, held(1, "a", 0, 0, 0), rel(1, "a", 50, never), outUnknown, []lockState{held(1, "a", 0, 0, 0), free}},
 		{"indeterminate release by another", false, false, held(1, "a", 0, 0, 0), rel(2, "b", 50, never), outUnknown, []lockState{held(1, "a", 0, 0, 0)}},
+		{"renewed lease: release ok long after the grant", true, false, held(1, "a", 0, 10, 0), rel(1, "a", 5000, 5001), outOK, []lockState{at(5000)}},
 		{"reentrant acquire by the holder", false, true, held(1, "a", 0, 0, 0), acq(1, "a", 10, 20), outOK, []lockState{deep(held(1, "a", 0, 0, 0), 2)}},
 		{"reentrant acquire by another owner", false, true, held(1, "a", 0, 0, 0), acq(1, "b", 10, 20), outOK, nil},
 		{"reentrant acquire, not a reentrant lock", false, false, held(1, "a", 0, 0, 0), acq(1, "a", 10, 20), outOK, nil},
@@ -72,7 +87,7 @@ func TestLockModelStep(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := lockModel{lease: tt.lease, reentrant: tt.reent, ttl: ttl, slack: slack}
+			m := lockModel{lease: tt.lease, reentrant: tt.reent, renews: strings.HasPrefix(tt.name, "renewed"), ttl: ttl, slack: slack, ow: ow}
 			require.Equal(t, tt.want, m.step(tt.s, tt.in, tt.out))
 		})
 	}
@@ -148,12 +163,13 @@ func TestLinearizable(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		for _, verbose := range []bool{true, false} {
-			name := tt.name + "/bisect"
-			if verbose {
-				name = tt.name + "/verbose"
-			}
-			t.Run(name, func(t *testing.T) {
+		for _, engine := range []string{"lock", "verbose", "bisect"} {
+			verbose := engine != "bisect"
+			t.Run(tt.name+"/"+engine, func(t *testing.T) {
+				opts := DefaultOptions()
+				if engine != "lock" {
+					opts.Engine = EnginePorcupine
+				}
 				if !verbose {
 					old := verboseMaxOps
 					verboseMaxOps = 0
@@ -165,7 +181,7 @@ func TestLinearizable(t *testing.T) {
 				}
 				tt.build(b)
 				h := b.build(t)
-				p, as := checkLinearizable(newFacts(h), DefaultOptions())
+				p, as := checkLinearizable(newFacts(h), opts)
 				require.Equal(t, tt.status, p.Status, p.Detail)
 				if tt.status != Fail {
 					require.Empty(t, as)
@@ -188,7 +204,7 @@ func TestLinearizableUnknown(t *testing.T) {
 	t.Run("too large", func(t *testing.T) {
 		h, err := histgen.Generate(histgen.Config{Seed: 1, Clients: 3, Ops: 300}).History()
 		require.NoError(t, err)
-		p, as := checkLinearizable(newFacts(h), Options{PorcupineMaxOps: 100}.withDefaults())
+		p, as := checkLinearizable(newFacts(h), Options{Engine: EnginePorcupine, PorcupineMaxOps: 100}.withDefaults())
 		require.Equal(t, Unknown, p.Status)
 		require.Contains(t, p.Detail, "too large")
 		require.Empty(t, as)
@@ -198,7 +214,7 @@ func TestLinearizableUnknown(t *testing.T) {
 		// this (no verdict in 20 s when measured).
 		h, err := histgen.Generate(histgen.Config{Seed: 1, Clients: 50, Ops: 20000, Indeterminate: 0.01}).History()
 		require.NoError(t, err)
-		p, _ := checkLinearizable(newFacts(h), Options{PorcupineTimeout: 20 * time.Millisecond}.withDefaults())
+		p, _ := checkLinearizable(newFacts(h), Options{Engine: EnginePorcupine, PorcupineTimeout: 20 * time.Millisecond}.withDefaults())
 		require.Equal(t, Unknown, p.Status)
 		require.Contains(t, p.Detail, "timed out")
 	})

@@ -2,9 +2,30 @@ package checker
 
 import "time"
 
+// Linearizability engines (Options.Engine, Property.Engine).
+const (
+	// EngineLock is the lock sweep (lockcheck.go), the default.
+	EngineLock = "lock sweep"
+	// EnginePorcupine is porcupine's general search on the same model.
+	EnginePorcupine = "porcupine"
+)
+
 // Options tunes Check. The zero value of a field means its default.
 type Options struct {
-	// PorcupineTimeout bounds the linearizability search (default 10s). A
+	// Engine decides the linearizable property: EngineLock (default) or
+	// EnginePorcupine. With EngineLock, porcupine runs only where the lock
+	// sweep exceeds SearchBound, and the property says so.
+	Engine string
+	// SearchBound is the most configurations the lock sweep keeps open,
+	// or explores at one return, before it gives up (default 4096).
+	SearchBound int
+	// LostHorizon bounds, in the lock sweep's first pass only, how long
+	// after its client gave up a lost (indeterminate) operation may still
+	// take effect (default 10ms). The first pass can only prove a history
+	// linearizable; where it cannot, an exact pass without the bound
+	// decides (see runLockSweep).
+	LostHorizon time.Duration
+	// PorcupineTimeout bounds porcupine's search (default 10s). A
 	// search that runs out of time makes the property unknown, never a pass.
 	// When the search finds the history illegal, locating the operation that
 	// cannot be placed gets at most the same time again.
@@ -27,6 +48,9 @@ type Options struct {
 // DefaultOptions returns the options Check uses for zero fields.
 func DefaultOptions() Options {
 	return Options{
+		Engine:           EngineLock,
+		SearchBound:      4096,
+		LostHorizon:      10 * time.Millisecond,
 		PorcupineTimeout: 10 * time.Second,
 		PorcupineMaxOps:  50000,
 		MinAcquires:      10,
@@ -36,6 +60,15 @@ func DefaultOptions() Options {
 
 func (o Options) withDefaults() Options {
 	d := DefaultOptions()
+	if o.Engine == "" {
+		o.Engine = d.Engine
+	}
+	if o.SearchBound <= 0 {
+		o.SearchBound = d.SearchBound
+	}
+	if o.LostHorizon <= 0 {
+		o.LostHorizon = d.LostHorizon
+	}
 	if o.PorcupineTimeout <= 0 {
 		o.PorcupineTimeout = d.PorcupineTimeout
 	}

@@ -35,6 +35,26 @@ const (
 	KindStaleWriteRejected = "stale-write-rejected"
 	KindDeadlock           = "deadlock"
 	KindNonLinearizable    = "non-linearizable"
+	// KindUsedAfterValidity: a client that checks its own lease validity
+	// (RunInfo.ChecksValidity) used the resource after that validity ended:
+	// a bug of the client, not of the lock service.
+	KindUsedAfterValidity = "used-after-validity"
+)
+
+// Causes of a double holder in a lease run (Anomaly.Cause).
+const (
+	// CauseLeaseExpired: the earlier holder's lease could have run out
+	// before the later grant on correct clocks, and the earlier holder went
+	// on believing it held the lock (e.g. it was paused past its TTL). The
+	// lease did what a lease does: the lock is lost by design.
+	CauseLeaseExpired = "lease-expired"
+	// CauseLeaseBroken: the later grant surely came before the earlier
+	// lease could have expired on a correct clock: the lock service broke
+	// its own promise (clock jump, failover, lost state).
+	CauseLeaseBroken = "lease-broken"
+	// CauseUnknown: the lease is renewed while its holder runs and the
+	// renewals are not recorded, so when it could have expired is unknown.
+	CauseUnknown = "unknown"
 )
 
 // Anomaly is one finding, with everything a person needs to follow it.
@@ -43,13 +63,16 @@ type Anomaly struct {
 	// Severity: "violation" breaks the verdict; "contained" is a lock-level
 	// violation whose damage fencing tokens stopped; "info" is shown only
 	// (e.g. stale-write-rejected: fencing doing its job).
-	Severity    string   `json:"severity"`
-	Clients     []int    `json:"clients"`          // clients involved, the main one first
-	Start       int64    `json:"start"`            // ns since run start
-	End         int64    `json:"end"`              // ns since run start
-	Ops         []int64  `json:"ops,omitempty"`    // OpIDs of the operations that show it
-	Faults      []string `json:"faults,omitempty"` // faults active then, e.g. "pause client 3 (1.20s-4.80s)"
-	Explanation string   `json:"explanation"`      // plain words
+	Severity string   `json:"severity"`
+	Clients  []int    `json:"clients"`          // clients involved, the main one first
+	Start    int64    `json:"start"`            // ns since run start
+	End      int64    `json:"end"`              // ns since run start
+	Ops      []int64  `json:"ops,omitempty"`    // OpIDs of the operations that show it
+	Faults   []string `json:"faults,omitempty"` // faults active then, e.g. "pause client 3 (1.20s-4.80s)"
+	// Cause, for a double holder in a lease run: CauseLeaseExpired,
+	// CauseLeaseBroken or CauseUnknown.
+	Cause       string `json:"cause,omitempty"`
+	Explanation string `json:"explanation"` // plain words
 }
 
 // Property is the result of one check.
@@ -60,6 +83,10 @@ type Property struct {
 	Count  int     `json:"count"`            // anomalies found
 	Detail string  `json:"detail,omitempty"` // e.g. why unknown or n/a
 	Millis float64 `json:"ms"`               // time the check took
+	// Search says, for the linearizability property, how much of the
+	// history the lock checker decided without search and how much it had
+	// to search; nil for the other properties.
+	Search *SearchStats `json:"search,omitempty"`
 }
 
 // Counts summarises the history.
@@ -103,19 +130,33 @@ type Result struct {
 
 // Hold is an interval during which a client surely believed it held the
 // lock: from the return of its successful acquire to the invocation of its
-// release (or its process's end, or the end of the history).
+// release (or its process's end, or the end of the history). A client that
+// checks its own validity (RunInfo.ChecksValidity) stops using the resource
+// once that validity ends: its hold ends then, or at the completion of its
+// last successful read or write if that came later, and never after the
+// release is invoked.
 type Hold struct {
-	Client    int    `json:"client"`
-	Owner     string `json:"owner"`
-	Token     *int64 `json:"token,omitempty"`
-	Start     int64  `json:"start"`
-	End       int64  `json:"end"`
-	AcquireOp int64  `json:"acquire_op"`
-	ReleaseOp int64  `json:"release_op,omitempty"` // 0 when it never released
+	Client int    `json:"client"`
+	Owner  string `json:"owner"`
+	Token  *int64 `json:"token,omitempty"`
+	// Shared: a read (shared) hold of a read-write lock.
+	Shared    bool  `json:"shared,omitempty"`
+	Start     int64 `json:"start"`
+	End       int64 `json:"end"`
+	AcquireOp int64 `json:"acquire_op"`
+	ReleaseOp int64 `json:"release_op,omitempty"` // 0 when it never released
 	// AcquireCall is when the acquire was invoked: the server granted the
 	// lease at some time in [AcquireCall, Start].
 	AcquireCall int64  `json:"acquire_call"`
-	EndReason   string `json:"end_reason"` // "release", "client-exit", "end-of-history"
+	EndReason   string `json:"end_reason"` // "release", "client-exit", "end-of-history", "validity"
+	// ValidUntil is, for a client that checks its validity, when it stops
+	// considering the lease valid (the latest of its acquires' in the
+	// hold); 0 when the acquire did not say.
+	ValidUntil int64 `json:"valid_until,omitempty"`
+	// BelievedEnd is when the client stopped believing it held the lock
+	// (its release invoked, its process ended, the history ended): End,
+	// unless the hold ended earlier with the client's validity.
+	BelievedEnd int64 `json:"believed_end"`
 	// AcquireIndex and ReleaseIndex are the positions of the acquire and
 	// the release in History.Ops (ReleaseIndex -1 when it never released).
 	AcquireIndex int `json:"-"`

@@ -35,8 +35,16 @@ type Config struct {
 	// same owner, and releases it twice (as Redisson's RLock); the server
 	// counts, and the inner release removes nothing (Removed "").
 	Reentrant bool
-	RoundTrip time.Duration // mean round trip to the lock server (default 600µs)
-	Hold      time.Duration // mean time from acquire ok to release (default 1ms)
+	// Renews: a watchdog renews the lease while its holder holds it (as
+	// Redisson's): the server's key does not expire then, and holds may
+	// outlast the TTL (Hold is not capped at TTL/2).
+	Renews bool
+	// ChecksValidity: successful acquires carry the client's validity
+	// (TTL less 2% drift, as Redlock computes it) and the client declines
+	// reads and writes after it ("not-held").
+	ChecksValidity bool
+	RoundTrip      time.Duration // mean round trip to the lock server (default 600µs)
+	Hold           time.Duration // mean time from acquire ok to release (default 1ms)
 
 	// Violations to inject. Each is made at the first chances that arise
 	// (at random, half of them are let pass), so a short history may get
@@ -111,6 +119,7 @@ type client struct {
 	holdOwner  string
 	holdToken  int64
 	holdUntil  int64
+	validUntil int64
 	minRelease int64
 	read       bool
 	wrote      bool
@@ -184,17 +193,19 @@ func Generate(cfg Config) Output {
 	}
 	g.events = make([]history.Event, 0, 2*cfg.Ops+cfg.Clients+2)
 	info := &history.RunInfo{
-		FormatVersion: history.FormatVersion,
-		Lock:          "histgen",
-		Nemeses:       []string{"none"},
-		Seed:          int64(cfg.Seed),
-		Clients:       cfg.Clients,
-		Lease:         cfg.Lease,
-		Fence:         cfg.Fence,
-		Fencing:       cfg.Tokens,
-		Reentrant:     cfg.Reentrant,
-		Cluster:       "simulated",
-		Version:       "histgen",
+		FormatVersion:  history.FormatVersion,
+		Lock:           "histgen",
+		Nemeses:        []string{"none"},
+		Seed:           int64(cfg.Seed),
+		Clients:        cfg.Clients,
+		Lease:          cfg.Lease,
+		Fence:          cfg.Fence,
+		Fencing:        cfg.Tokens,
+		Reentrant:      cfg.Reentrant,
+		Renews:         cfg.Renews && cfg.Lease,
+		ChecksValidity: cfg.ChecksValidity && cfg.Lease,
+		Cluster:        "simulated",
+		Version:        "histgen",
 	}
 	if cfg.Lease {
 		info.TTLMillis = ttlMs
@@ -318,7 +329,7 @@ func (g *gen) invoke(c *client) {
 // apply runs c's lock operation on the server.
 func (g *gen) apply(c *client) {
 	now := c.next
-	if g.key != nil && g.cfg.Lease && g.key.expires <= now {
+	if g.key != nil && g.cfg.Lease && g.key.expires <= now && !(g.cfg.Renews && g.holds(g.key)) {
 		g.key = nil
 	}
 	switch c.op {
@@ -380,8 +391,14 @@ func (g *gen) complete(c *client) {
 	now := c.next
 	e := history.Event{Client: c.id, Op: c.op, OpID: c.opID}
 	next := now + g.jitter(g.rtt)/4
-	switch c.op {
-	case history.Read:
+	declined := (c.op == history.Read || c.op == history.Write) && g.cfg.ChecksValidity && g.cfg.Lease && now > c.validUntil
+	switch {
+	case declined:
+		// The client checks its validity, which has ended: it declines
+		// the resource and goes on to release.
+		e.Type, e.Reason = history.Fail, history.ReasonNotHeld
+		c.read, c.wrote, c.staleRead = true, true, false
+	case c.op == history.Read:
 		e.Type = history.OK
 		v := g.resource
 		if g.injLost > 0 && v > 0 && g.rng.IntN(2) == 0 {
@@ -391,7 +408,7 @@ func (g *gen) complete(c *client) {
 		}
 		c.readValue, c.read = v, true
 		e.Value = history.Int64(v)
-	case history.Write:
+	case c.op == history.Write:
 		c.wrote = true
 		if g.cfg.Fence && c.holdToken < g.maxToken {
 			e.Type, e.Reason = history.Fail, history.ReasonStaleToken
@@ -408,7 +425,7 @@ func (g *gen) complete(c *client) {
 			c.staleRead = false
 		}
 		next = max(c.holdUntil, c.minRelease, next)
-	case history.Acquire, history.Release:
+	default: // acquire, release
 		e.Type, e.Reason, e.Removed = c.result, c.reason, c.removed
 		if c.lost {
 			e.Type, e.Reason, e.Removed, e.Error = history.Info, "", "", "timeout"
@@ -435,8 +452,12 @@ func (g *gen) complete(c *client) {
 			c.minRelease = 0
 			c.read, c.wrote = false, false
 			c.holdUntil = now + g.jitter(int64(g.cfg.Hold))
-			if g.cfg.Lease && c.holdUntil > now+g.ttl/2 {
+			if g.cfg.Lease && !g.cfg.Renews && c.holdUntil > now+g.ttl/2 {
 				c.holdUntil = now + g.ttl/2
+			}
+			if g.cfg.ChecksValidity && g.cfg.Lease {
+				e.Valid = g.ttl - g.ttl/50
+				c.validUntil = now + e.Valid
 			}
 			if !g.cfg.Resource {
 				next = max(c.holdUntil, c.minRelease)

@@ -1,0 +1,1041 @@
+package checker
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/locktest/locktest/history"
+)
+
+// The lock sweep: a linearizability checker made for locks.
+//
+// General linearizability checking is NP-complete, and porcupine's search
+// gives up on the histories faults produce (many clients, lost answers, a
+// violation to prove). A lock is a very specific object, and the sweep
+// exploits it. It walks the history in time order, one invocation or
+// return at a time (invocations first at equal times: intervals are
+// closed), keeping the set of configurations the lock can be in: the
+// model's state (who holds it, since when, how deep, the time of the last
+// linearization point) plus which running operations were already placed
+// and which indeterminate ones were used. At each return it places the
+// returning operation in every configuration, allowing any sequence of
+// running or indeterminate operations to go first ("just in time"
+// linearization); a configuration in which it cannot be placed dies, and
+// when none is left the history is not linearizable and the returning
+// operation is the first that cannot be placed. The same step function
+// (lockModel.step) decides every move, so the sweep is exact: it agrees
+// with porcupine wherever porcupine finishes.
+//
+// What keeps the set small is the structure of a lock:
+//
+//   - Failed ("held") acquires change nothing; one is placed when the lock
+//     is held during its window. A configuration keeps a horizon, tau: the
+//     running failed acquires invoked at or before tau are placed. While
+//     the lock is held, tau follows the time of the last placement; when
+//     the lock is freed they are placed just before, and (lease) the free
+//     step may be moved later to the invocation of a running failed
+//     acquire, one alternative per distinct invocation. Those inside a held
+//     window (windows.go) are dropped before the sweep.
+//   - Other running operations that change nothing where they stand (a
+//     release refused as not-owner by a client that does not hold the
+//     lock) are placed as late as possible: just before a step that would
+//     change what they do, or at their own return (expand, placeDeferred).
+//   - Indeterminate operations never return: they wait in pools, one per
+//     client and owner, and those of a pool are interchangeable but for
+//     their invocation, so a configuration only counts how many of each
+//     pool it used, oldest first.
+//   - Configurations are compared by dominance, not just equality: with
+//     the same holder, placed operations (or fewer, the others placeable
+//     at no cost) and (at most the same) pools used, the one with the
+//     earlier clock, the later horizon and the more lenient lease (earlier
+//     possible expiry, later possible refresh) can do all the other can.
+//     With the whole history known (lookahead), a lease's deadline only
+//     matters while a successful release that could match is still to
+//     come, and a lost acquire's key that no release can free any more is
+//     the same whichever client wrote it (anonymous).
+//
+// In most of a history one configuration is left after every return: the
+// sweep is then a replay. Where several stay open (around lost answers,
+// concurrent grants, expired leases) it searches, bounded by
+// Options.SearchBound configurations; beyond the bound it gives up and
+// says where (the property falls back to porcupine).
+
+// SearchStats says how the lock sweep decided a history: how much of it
+// was decided with one configuration open and how much it searched.
+type SearchStats struct {
+	// Ops is the number of lock operations the sweep read: acquires and
+	// releases, less those failed for an error, less the failed acquires
+	// inside a held window (Dropped), which are placeable anywhere.
+	Ops     int `json:"ops"`
+	Dropped int `json:"dropped"`
+	// Indeterminate is how many of Ops never returned: they wait in pools.
+	Indeterminate int `json:"indeterminate"`
+	// Forced counts the returns with exactly one configuration open before
+	// and after (the operation had one way to be placed that mattered);
+	// Searched the others. Forced + Searched is the number of returns read.
+	Forced   int `json:"forced"`
+	Searched int `json:"searched"`
+	// Windows is the number of stretches of the history during which more
+	// than one configuration stayed open; MaxFrontier the most at once.
+	Windows     int `json:"windows"`
+	MaxFrontier int `json:"max_frontier"`
+	// Explored counts the configurations the sweep built in all.
+	Explored int64 `json:"explored"`
+	// Approx counts the configurations the first, restricted pass set
+	// aside (see runLockSweep); Restricted the uses of lost operations it
+	// refused past their horizon. Exact says the verdict came from the
+	// exact pass.
+	Approx     int64 `json:"approx,omitempty"`
+	Restricted int64 `json:"restricted,omitempty"`
+	Exact      bool  `json:"exact_pass,omitempty"`
+	// Bound is the search bound: the most configurations open at once (a
+	// quarter of it explored at one return). Exceeded says the sweep gave
+	// up at time ExceededAt.
+	Bound      int   `json:"bound"`
+	Exceeded   bool  `json:"exceeded,omitempty"`
+	ExceededAt int64 `json:"exceeded_at_ns,omitempty"`
+}
+
+// poolUse is how many operations of a pool a configuration used.
+type poolUse struct{ pool, n int32 }
+
+// config is one way the lock may be after the operations read so far.
+type config struct {
+	s lockState
+	// tau: the running failed acquires invoked at or before tau are
+	// placed (lease: tau == s.now while held; no lease: Never while held,
+	// the time the lock was freed while free).
+	tau  int64
+	lin  []int32   // running definite operations placed early, sorted
+	used []poolUse // indeterminate operations used, by pool, sorted
+	// Provenance, for explanations: the operation that granted the
+	// current holder's tenure and the one that last freed the lock, -1
+	// when none.
+	grant, freed int32
+}
+
+func (c *config) hasLin(i int32) int {
+	for k, j := range c.lin {
+		if j == i {
+			return k
+		}
+		if j > i {
+			break
+		}
+	}
+	return -1
+}
+
+func (c *config) usedOf(pool int32) int32 {
+	for _, u := range c.used {
+		if u.pool == pool {
+			return u.n
+		}
+	}
+	return 0
+}
+
+// avail is the position in pool p of the next operation c may use: past
+// those it used and (with a horizon) those expired.
+func (s *sweep) avail(c *config, p int32) int32 {
+	pl := &s.pools[p]
+	n := int32(len(pl.ops))
+	if s.horizon == 0 {
+		return min(c.usedOf(p), n)
+	}
+	for pl.live < n && s.expiredOp(pl.ops[pl.live]) {
+		pl.live++
+		s.stats.Restricted++
+	}
+	u := max(c.usedOf(p), pl.live)
+	for u < n && s.expiredOp(pl.ops[u]) {
+		u++
+		s.stats.Restricted++
+	}
+	return u
+}
+
+// expiredOp reports whether indeterminate operation i can no longer take
+// effect (restricted model, horizon).
+func (s *sweep) expiredOp(i int32) bool {
+	return s.horizon > 0 && satAdd(s.ops[i].done, s.horizon) < s.t
+}
+
+func withLin(lin []int32, i int32) []int32 {
+	out := make([]int32, 0, len(lin)+1)
+	k := 0
+	for k < len(lin) && lin[k] < i {
+		k++
+	}
+	out = append(out, lin[:k]...)
+	out = append(out, i)
+	return append(out, lin[k:]...)
+}
+
+func withoutLin(lin []int32, k int) []int32 {
+	if len(lin) == 1 {
+		return nil
+	}
+	out := make([]int32, 0, len(lin)-1)
+	out = append(out, lin[:k]...)
+	return append(out, lin[k+1:]...)
+}
+
+// compact drops from used (in place) the pools whose count no longer
+// matters: with a horizon, those whose used operations all expired.
+func (s *sweep) compact(used []poolUse) []poolUse {
+	if s.horizon == 0 {
+		return used
+	}
+	out := used[:0]
+	for _, u := range used {
+		if u.n > s.pools[u.pool].live {
+			out = append(out, u)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// withUseAt returns used with pool's count set to n.
+func withUseAt(used []poolUse, pool, n int32) []poolUse {
+	out := make([]poolUse, 0, len(used)+1)
+	done := false
+	for _, u := range used {
+		switch {
+		case u.pool == pool:
+			u.n = n
+			done = true
+		case u.pool > pool && !done:
+			out = append(out, poolUse{pool, n})
+			done = true
+		}
+		out = append(out, u)
+	}
+	if !done {
+		out = append(out, poolUse{pool, n})
+	}
+	return out
+}
+
+// usedLE reports whether configuration a has, pool by pool, at least the
+// operations left that b has: it used no more of them, counting expired
+// ones as used (horizon), or (capacity, approximate) it has at least
+// capacity left.
+func (s *sweep) usedLE(a, b *config) bool {
+	j := 0
+	for _, u := range a.used {
+		p := &s.pools[u.pool]
+		ua := max(u.n, p.live)
+		for j < len(b.used) && b.used[j].pool < u.pool {
+			j++
+		}
+		ub := p.live
+		if j < len(b.used) && b.used[j].pool == u.pool {
+			ub = max(b.used[j].n, p.live)
+		}
+		if ua <= ub {
+			continue
+		}
+		if s.capacity > 0 && int32(len(p.ops))-ua >= s.capacity {
+			s.stats.Approx++
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// dominates reports whether configuration a can do all that b can (or,
+// with s.capacity, all but using more than capacity of a pool b has left).
+func (s *sweep) dominates(a, b *config) bool {
+	m := s.m
+	if a.s.client != b.s.client || a.s.owner != b.s.owner || a.s.depth != b.s.depth {
+		return false
+	}
+	if !slices.Equal(a.lin, b.lin) && !s.linCovers(a, b) {
+		return false
+	}
+	if !s.usedLE(a, b) {
+		return false
+	}
+	held := a.s.held()
+	if m.lease {
+		if a.s.now > b.s.now {
+			return false
+		}
+		if held {
+			// An earlier possible expiry and a later possible refresh
+			// only allow more; the refresh only matters to a successful
+			// release of that holder still to come.
+			return a.s.acqCall <= b.s.acqCall && (a.s.acqRet >= b.s.acqRet || !s.deadlineMatters(b.s))
+		}
+	}
+	return held || a.tau >= b.tau
+}
+
+// lookahead is what the sweep knows of the rest of the history when it
+// has all of it (not incremental): each client's successful releases, and
+// which clients ever lose a release that names no known owner.
+type lookahead struct {
+	rels     map[int32][]int32 // client -> its successful releases (indices), by invocation
+	sorted   map[int32]bool    // whether those also come by return
+	refused  map[int32][]int32 // client -> its releases that failed "not-owner"
+	orphanIR map[int32]bool    // client -> it has a lost release naming no known owner
+}
+
+func newLookahead(ops []lockOp, ow *owners) *lookahead {
+	la := &lookahead{rels: map[int32][]int32{}, sorted: map[int32]bool{}, refused: map[int32][]int32{}, orphanIR: map[int32]bool{}}
+	for k := range ops {
+		op := &ops[k]
+		if op.kind != linRelease {
+			continue
+		}
+		if op.out == outUnknown && !ow.isKnown(op.owner) {
+			la.orphanIR[op.client] = true
+		}
+		if op.out == outNotOwner {
+			la.refused[op.client] = append(la.refused[op.client], int32(k))
+		}
+		if op.out != outOK {
+			continue
+		}
+		rs := la.rels[op.client]
+		if len(rs) == 0 {
+			la.sorted[op.client] = true
+		} else if ops[rs[len(rs)-1]].ret > op.ret {
+			la.sorted[op.client] = false
+		}
+		la.rels[op.client] = append(rs, int32(k))
+	}
+	return la
+}
+
+// releaseAhead reports whether a successful release that can free held
+// state st (same client, matching owner) may still be placed (it returns
+// now or later) at a point no later than dl.
+func (s *sweep) releaseAhead(st lockState, dl int64) bool {
+	la := s.look
+	if la == nil {
+		return true
+	}
+	rs := la.rels[st.client]
+	k := 0
+	if la.sorted[st.client] {
+		k = sort.Search(len(rs), func(k int) bool { return s.ops[rs[k]].ret >= s.t })
+	}
+	for ; k < len(rs); k++ {
+		r := &s.ops[rs[k]]
+		if r.ret < s.t {
+			continue // placed already
+		}
+		if r.call > dl {
+			if la.sorted[st.client] {
+				return false
+			}
+			continue
+		}
+		if s.m.owns(st, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// deadlineMatters reports whether the time held state st's lease surely
+// expires (its deadline) can still matter: only to a successful release
+// that frees it, placed before then.
+func (s *sweep) deadlineMatters(st lockState) bool {
+	if s.look == nil || s.m.reentrant {
+		return true
+	}
+	return s.releaseAhead(st, s.m.deadline(st))
+}
+
+// anonymous is the holder of a lock taken by a lost acquire that no
+// release can free any more (see phantom): which client it was makes no
+// difference then, and the sweep forgets it.
+const anonymous int32 = -3
+
+// phantom reports whether held state st, just taken by a lost acquire of
+// an unknown owner, can never be freed by a release: its client loses no
+// release naming an unknown owner, and no successful release of it that
+// matches comes before the lease surely expires, and no release of it
+// refused as "not-owner" is still to come (it would see the lock). Such a
+// lock ends only when taken over.
+func (s *sweep) phantom(st lockState) bool {
+	if s.look == nil || s.m.reentrant || st.owner != ownerFresh ||
+		s.look.orphanIR[st.client] || s.releaseAhead(st, s.m.deadline(st)) {
+		return false
+	}
+	// A release refused as not-owner sees who holds the lock too.
+	for _, k := range s.look.refused[st.client] {
+		if r := &s.ops[k]; r.ret >= s.t && s.m.owns(st, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// orphanPool is the owner of the pool of a client's lost releases naming
+// owners no acquire carries.
+const orphanPool int32 = -2
+
+// pool holds the indeterminate acquires or releases of one client and
+// owner, in order of invocation.
+type pool struct {
+	kind   linKind
+	client int32
+	owner  int32
+	ops    []int32
+	live   int32 // with a horizon: the operations before live expired
+}
+
+// sweep is the lock checker's state.
+type sweep struct {
+	m     lockModel
+	ops   []lockOp
+	bound int
+
+	rets     retHeap // running definite operations, by return
+	inflight []int32 // running definite operations but failed acquires
+	heldIn   []int32 // running failed acquires (lease: for moved free steps)
+
+	pools   []pool
+	iaPools map[int32][]int32 // client -> pools of its indeterminate acquires, by owner
+	irPools map[int32][]int32 // client -> pools of its indeterminate releases
+	iaIDs   []int32           // every acquire pool
+
+	frontier, next []config
+	work, seen     []config
+	buf, buf2      []lockState
+	calls          []int64
+	keep           []bool
+	deferred       []int32 // expand: running no-op operations of the node explored
+	deferDone      []bool
+	bufNoop        []lockState
+	cur            *config // expand: the node explored
+
+	// capacity, when not 0, makes dominance approximate: pools with at
+	// least capacity operations left compare as equal. A configuration
+	// that survives is still a real linearization, but one pruned that
+	// way might have been the only one to: a failure must be confirmed
+	// without it.
+	capacity int32
+	nest     bool // poolMoves: nested lost acquires are worth trying
+	// mergeOrphans: the lost releases of a client that name an owner no
+	// acquire carries share one pool (they free the same locks); only
+	// when every acquire is known in advance (not incremental).
+	mergeOrphans bool
+	look         *lookahead // nil when the rest of the history is unknown
+	anonDone     bool       // poolMoves (approximate): an anonymous lock was tried
+	// beam, when not 0, keeps at most that many configurations after each
+	// return (approximate, like capacity).
+	beam int
+	// horizon, when not 0, restricts the model: an indeterminate operation
+	// takes effect no later than horizon after its client gave up on it. A
+	// linearization found that way is one of the full model; a failure is
+	// not a proof.
+	horizon int64
+
+	t   int64          // the sweep's time: of the event being read
+	win *windowTracker // incremental: drops failed acquires at their return
+
+	stats  SearchStats
+	wide   bool // more than one configuration open
+	failed bool
+	// blocker is the operation that could not be placed, before the
+	// configurations in which it could not.
+	blocker int32
+	before  []config
+}
+
+func newSweep(m lockModel, bound int) *sweep {
+	s := &sweep{
+		m:       m,
+		bound:   bound,
+		iaPools: map[int32][]int32{},
+		irPools: map[int32][]int32{},
+		blocker: -1,
+	}
+	s.frontier = []config{{tau: -history.Never, grant: -1, freed: -1}}
+	s.rets.ops = &s.ops
+	s.stats.Bound = bound
+	return s
+}
+
+// stopped reports whether the sweep can read no further: it found the
+// first operation that cannot be placed, or exceeded its bound.
+func (s *sweep) stopped() bool { return s.failed || s.stats.Exceeded }
+
+// add appends op and reads its invocation (after the returns before it).
+// The operation is kept even when the sweep stops first, so that a sweep
+// started afresh over s.ops sees it.
+func (s *sweep) add(op lockOp) {
+	i := int32(len(s.ops))
+	s.ops = append(s.ops, op)
+	if s.stopped() {
+		return
+	}
+	s.advance(op.call)
+	if s.stopped() {
+		return
+	}
+	s.call(i)
+	if op.ret != history.Never {
+		s.rets.push(i)
+	}
+}
+
+// advance reads the returns before t.
+func (s *sweep) advance(t int64) {
+	for s.rets.len() > 0 && s.ops[s.rets.min()].ret < t && !s.stopped() {
+		s.ret(s.rets.pop())
+	}
+}
+
+// finish reads the remaining returns and reports whether the history is
+// linearizable (meaningless when the bound was exceeded).
+func (s *sweep) finish() bool {
+	s.advance(history.Never)
+	return !s.stopped()
+}
+
+func (s *sweep) call(i int32) {
+	op := &s.ops[i]
+	s.t = op.call
+	s.stats.Ops++
+	if s.win != nil {
+		s.win.call(op)
+	}
+	if op.ret == history.Never {
+		s.stats.Indeterminate++
+		s.addToPool(i)
+		return
+	}
+	if op.out == outHeld {
+		if s.m.lease {
+			s.heldIn = append(s.heldIn, i)
+		}
+		return
+	}
+	s.inflight = append(s.inflight, i)
+}
+
+func (s *sweep) addToPool(i int32) {
+	op := &s.ops[i]
+	if op.kind == linAcquire {
+		// Lost acquires of one client and owner are interchangeable but
+		// for their invocation.
+		for _, id := range s.iaPools[op.client] {
+			if s.pools[id].owner == op.owner {
+				s.pools[id].ops = append(s.pools[id].ops, i)
+				return
+			}
+		}
+		id := int32(len(s.pools))
+		s.pools = append(s.pools, pool{kind: linAcquire, client: op.client, owner: op.owner, ops: []int32{i}})
+		s.iaPools[op.client] = append(s.iaPools[op.client], id)
+		s.iaIDs = append(s.iaIDs, id)
+		return
+	}
+	key := op.owner
+	if s.mergeOrphans && !s.m.reentrant && key > 0 && !s.m.ow.isKnown(key) {
+		key = orphanPool
+	}
+	for _, id := range s.irPools[op.client] {
+		if s.pools[id].owner == key {
+			s.pools[id].ops = append(s.pools[id].ops, i)
+			return
+		}
+	}
+	id := int32(len(s.pools))
+	s.pools = append(s.pools, pool{kind: linRelease, client: op.client, owner: key, ops: []int32{i}})
+	s.irPools[op.client] = append(s.irPools[op.client], id)
+}
+
+func remove(xs []int32, i int32) []int32 {
+	for k, x := range xs {
+		if x == i {
+			xs[k] = xs[len(xs)-1]
+			return xs[:len(xs)-1]
+		}
+	}
+	return xs
+}
+
+// ret reads the return of definite operation i: it is placed in every
+// configuration, or the history is not linearizable.
+func (s *sweep) ret(i int32) {
+	op := &s.ops[i]
+	s.t = op.ret
+	if op.out == outHeld {
+		if s.m.lease {
+			s.heldIn = remove(s.heldIn, i)
+		}
+		if s.win != nil && s.win.covers(op.call, op.ret) {
+			s.stats.Dropped++
+			s.stats.Ops--
+			return
+		}
+	} else {
+		s.inflight = remove(s.inflight, i)
+	}
+	if s.win != nil {
+		s.win.ret(op)
+	}
+
+	s.next = s.next[:0]
+	forced := len(s.frontier) == 1
+	for fi := range s.frontier {
+		c := &s.frontier[fi]
+		if k := c.hasLin(i); k >= 0 {
+			nc := *c
+			nc.lin = withoutLin(c.lin, k)
+			s.next = append(s.next, nc)
+			continue
+		}
+		if op.out == outHeld && op.call <= c.tau {
+			s.next = append(s.next, *c)
+			continue
+		}
+		// An operation that changes nothing in c commutes with every
+		// move: place it and move on.
+		s.buf = s.m.stepInto(s.buf[:0], c.s, op, op.out)
+		if len(s.buf) == 1 && s.buf[0] == c.s {
+			s.next = append(s.next, *c)
+			continue
+		}
+		s.expand(c, i)
+		if s.stats.Exceeded {
+			return
+		}
+	}
+	s.prune()
+	if s.beam > 0 && len(s.next) > s.beam {
+		s.narrow()
+	}
+	if forced && len(s.next) == 1 {
+		s.stats.Forced++
+	} else {
+		s.stats.Searched++
+	}
+	if len(s.next) == 0 {
+		s.failed = true
+		s.blocker = i
+		s.before = append([]config(nil), s.frontier...)
+		return
+	}
+	s.frontier, s.next = s.next, s.frontier
+	n := len(s.frontier)
+	s.stats.MaxFrontier = max(s.stats.MaxFrontier, n)
+	if n > 1 && !s.wide {
+		s.stats.Windows++
+	}
+	s.wide = n > 1
+	if n > s.bound {
+		s.exceed()
+	}
+}
+
+func (s *sweep) exceed() {
+	s.stats.Exceeded = true
+	s.stats.ExceededAt = s.t
+}
+
+// expand places x in c after every sequence of moves (running operations
+// placed early, indeterminate ones used) that allows it, adding the results
+// to s.next.
+//
+// A running operation that changes nothing where it stands (a release
+// refused as not-owner by a client that does not hold the lock) is not
+// tried as a move: placing it as late as possible is never worse (it only
+// moves the clock). It is placed early only just before a step that would
+// change what it does (see emit), or at its own return.
+func (s *sweep) expand(c *config, x int32) {
+	s.work = append(s.work[:0], *c)
+	s.seen = append(s.seen[:0], *c)
+	for len(s.work) > 0 {
+		d := s.work[len(s.work)-1]
+		s.work = s.work[:len(s.work)-1]
+		s.stats.Explored++
+		s.deferred, s.deferDone = s.deferred[:0], s.deferDone[:0]
+		for _, y := range s.inflight {
+			if y != x && d.hasLin(y) < 0 && s.noop(d.s, y) {
+				s.deferred = append(s.deferred, y)
+				s.deferDone = append(s.deferDone, false)
+			}
+		}
+		s.cur = &d
+		s.apply(&d, x, -1, true)
+		for _, y := range s.inflight {
+			if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
+				s.apply(&d, y, -1, false)
+			}
+		}
+		s.poolMoves(&d, x)
+		if len(s.seen) > s.bound/4+64 {
+			s.exceed()
+			return
+		}
+	}
+}
+
+// noop reports whether y, placed in state st, changes nothing but the clock.
+func (s *sweep) noop(st lockState, y int32) bool {
+	op := &s.ops[y]
+	s.bufNoop = s.m.stepInto(s.bufNoop[:0], st, op, op.out)
+	if len(s.bufNoop) != 1 {
+		return false
+	}
+	ns := s.bufNoop[0]
+	ns.now = st.now
+	return ns == st
+}
+
+// linCovers reports whether the running operations b placed early are
+// those a did plus some that a could place now without effect, no later
+// than b's clock: then a can catch up with b.
+func (s *sweep) linCovers(a, b *config) bool {
+	if len(a.lin) >= len(b.lin) {
+		return false
+	}
+	j := 0
+	for _, y := range b.lin {
+		if j < len(a.lin) && a.lin[j] == y {
+			j++
+			continue
+		}
+		if !s.noop(a.s, y) || (s.m.lease && s.ops[y].call > b.s.now) {
+			return false
+		}
+	}
+	return j == len(a.lin)
+}
+
+// placeDeferred, when a step takes the lock from d.s to ns, explores d with
+// each deferred operation placed first whose doing in ns would differ.
+func (s *sweep) placeDeferred(d *config, ns lockState) {
+	if len(s.deferred) == 0 || (ns.client == d.s.client && ns.owner == d.s.owner && ns.depth == d.s.depth) {
+		return
+	}
+	for k, y := range s.deferred {
+		if s.deferDone[k] || s.noop(ns, y) {
+			continue
+		}
+		s.deferDone[k] = true // once per node
+		op := &s.ops[y]
+		s.buf = s.m.stepInto(s.buf[:0], d.s, op, op.out)
+		if len(s.buf) != 1 || (s.m.lease && s.buf[0].now > s.t) {
+			continue
+		}
+		nd := *d
+		nd.s = s.buf[0]
+		if s.m.lease && nd.s.held() {
+			nd.tau = nd.s.now
+		}
+		nd.lin = withLin(d.lin, y)
+		// Not s.push: d itself dominates nd (it can place y at no cost),
+		// but it is deferring y, so nd must be explored.
+		s.seen = append(s.seen, nd)
+		s.work = append(s.work, nd)
+	}
+}
+
+// push adds nd to the exploration unless a configuration seen dominates it.
+func (s *sweep) push(nd config) {
+	for k := range s.seen {
+		if s.dominates(&s.seen[k], &nd) {
+			return
+		}
+	}
+	s.seen = append(s.seen, nd)
+	s.work = append(s.work, nd)
+}
+
+// poolMoves tries the indeterminate operations that can change d, x
+// being the returning operation.
+//
+// A lost acquire that nests on its client's hold (reentrant) only deepens
+// it and refreshes the lease at its point: nesting later is never worse, so
+// it is tried only when a release of that client is still to be placed
+// (x, or a running one), the only operations the depth matters to.
+func (s *sweep) poolMoves(d *config, x int32) {
+	st := d.s
+	s.nest = false
+	if s.m.reentrant && st.held() {
+		if o := &s.ops[x]; o.kind == linRelease && o.client == st.client {
+			s.nest = true
+		}
+		for _, y := range s.inflight {
+			if o := &s.ops[y]; o.kind == linRelease && o.client == st.client && d.hasLin(y) < 0 {
+				s.nest = true
+			}
+		}
+	}
+	s.anonDone = false
+	tryIA := func(id int32) {
+		if p, u := &s.pools[id], s.avail(d, id); u < int32(len(p.ops)) {
+			s.apply(d, p.ops[u], id, false)
+		}
+	}
+	if !st.held() {
+		for _, id := range s.iaIDs {
+			tryIA(id)
+		}
+		return
+	}
+	for _, id := range s.irPools[st.client] {
+		p := &s.pools[id]
+		if u := s.avail(d, id); u < int32(len(p.ops)) && s.m.owns(st, &s.ops[p.ops[u]]) {
+			s.apply(d, p.ops[u], id, false)
+		}
+	}
+	if s.m.lease && s.m.expiry(st) <= s.t {
+		// The lease may have run out: anybody's lost acquire may take it.
+		for _, id := range s.iaIDs {
+			tryIA(id)
+		}
+	} else if s.nest {
+		for _, id := range s.iaPools[st.client] {
+			tryIA(id)
+		}
+	}
+	s.nest = false
+}
+
+// apply places y in d, in every way the model allows. Terminal: y is the
+// returning operation, and the results go to s.next; otherwise y is a move
+// (from pool, or a running operation when pool < 0) and the results are
+// explored further unless dominated.
+func (s *sweep) apply(d *config, y int32, pool int32, terminal bool) {
+	op := &s.ops[y]
+	s.buf2 = s.m.stepInto(s.buf2[:0], d.s, op, op.out)
+	states := s.buf2
+	if len(states) == 0 {
+		return
+	}
+	// emit reuses the step buffers (noop, placeDeferred): copy.
+	var local [4]lockState
+	states = append(local[:0], states...)
+	for _, ns := range states {
+		if s.m.lease && ns.now > s.t {
+			continue // y would come after the returning operation
+		}
+		if pool >= 0 && s.horizon > 0 && satAdd(op.done, s.horizon) < max(ns.now, s.t) {
+			s.stats.Restricted++
+			continue // expired (restricted model)
+		}
+		if pool >= 0 && op.kind == linAcquire && ns.depth > d.s.depth && d.s.held() && !s.nest {
+			continue // a nested lost acquire, not needed yet (poolMoves)
+		}
+		s.emit(d, y, pool, terminal, ns, ns.now)
+		if s.m.lease && d.s.held() && !ns.held() && len(s.heldIn) > 0 {
+			s.movedFrees(d, y, pool, terminal, ns.now)
+		}
+	}
+}
+
+// movedFrees adds, for a step y that frees the lock at p, the alternatives
+// in which y comes later, at the invocation v of a running failed acquire
+// (v > p), so that those invoked by v are placed before it while the lock
+// is still held.
+func (s *sweep) movedFrees(d *config, y int32, pool int32, terminal bool, p int64) {
+	s.calls = s.calls[:0]
+	for _, j := range s.heldIn {
+		if v := s.ops[j].call; v > p && v > d.tau {
+			s.calls = append(s.calls, v)
+		}
+	}
+	if len(s.calls) == 0 {
+		return
+	}
+	slices.Sort(s.calls)
+	s.calls = slices.Compact(s.calls)
+	op := &s.ops[y]
+	for _, v := range s.calls {
+		if v > s.t {
+			break
+		}
+		ds := d.s
+		ds.now = v
+		for _, ns := range s.m.stepInto(nil, ds, op, op.out) {
+			if !ns.held() && ns.now <= s.t {
+				s.emit(d, y, pool, terminal, ns, v)
+			}
+		}
+	}
+}
+
+// emit builds the configuration after y took d to state ns; placed is the
+// horizon of failed acquires placed before a free step.
+func (s *sweep) emit(d *config, y int32, pool int32, terminal bool, ns lockState, placed int64) {
+	nd := config{s: ns, tau: d.tau, lin: d.lin, used: d.used, grant: d.grant, freed: d.freed}
+	wasHeld, isHeld := d.s.held(), ns.held()
+	switch {
+	case isHeld && s.m.lease:
+		nd.tau = ns.now
+	case isHeld:
+		nd.tau = history.Never
+	case wasHeld && s.m.lease:
+		nd.tau = placed
+	case wasHeld:
+		nd.tau = s.t
+	}
+	op := &s.ops[y]
+	if isHeld && op.kind == linAcquire && ns.depth == 1 && ns != d.s {
+		nd.grant = y
+		if ns.owner == ownerFresh && s.phantom(ns) {
+			nd.s.client = anonymous
+			if pool >= 0 && s.capacity > 0 {
+				// Approximate: any client's lost acquire gives the same
+				// anonymous lock; try one that has plenty left.
+				if s.anonDone {
+					s.stats.Approx++
+					return
+				}
+				if int32(len(s.pools[pool].ops))-d.usedOf(pool) > s.capacity {
+					s.anonDone = true
+				}
+			}
+		}
+	}
+	if wasHeld && !isHeld {
+		nd.freed, nd.grant = y, -1
+	}
+	if s.cur == d {
+		s.placeDeferred(d, ns)
+	}
+	if terminal {
+		s.next = append(s.next, nd)
+		return
+	}
+	if pool >= 0 {
+		nd.used = s.compact(withUseAt(d.used, pool, s.avail(d, pool)+1))
+	} else {
+		nd.lin = withLin(d.lin, y)
+	}
+	s.push(nd)
+}
+
+// prune removes from s.next the configurations another one dominates.
+func (s *sweep) prune() {
+	n := len(s.next)
+	if n < 2 {
+		return
+	}
+	sameHolder := func(a, b *config) bool {
+		return a.s.client == b.s.client && a.s.owner == b.s.owner && a.s.depth == b.s.depth
+	}
+	if n > 8 {
+		// Only configurations with the same holder can dominate each
+		// other: group them.
+		slices.SortStableFunc(s.next, func(a, b config) int {
+			if a.s.client != b.s.client {
+				return cmpInt64(int64(a.s.client), int64(b.s.client))
+			}
+			if a.s.owner != b.s.owner {
+				return cmpInt64(int64(a.s.owner), int64(b.s.owner))
+			}
+			return cmpInt64(int64(a.s.depth), int64(b.s.depth))
+		})
+	}
+	s.keep = append(s.keep[:0], make([]bool, n)...)
+	for a := 0; a < n; {
+		b := a + 1
+		for b < n && sameHolder(&s.next[a], &s.next[b]) {
+			b++
+		}
+		if n <= 8 {
+			b = n
+		}
+		for i := a; i < b; i++ {
+			s.keep[i] = true
+			for j := a; j < b; j++ {
+				if j != i && s.dominates(&s.next[j], &s.next[i]) && (j < i || !s.dominates(&s.next[i], &s.next[j])) {
+					// Of two equivalent ones, the first stays.
+					s.keep[i] = false
+					break
+				}
+			}
+		}
+		a = b
+	}
+	out := s.next[:0]
+	for i := range s.next {
+		if s.keep[i] {
+			out = append(out, s.next[i])
+		}
+	}
+	s.next = out
+}
+
+// narrow keeps the s.beam best configurations of s.next: those that used
+// the fewest lost operations, then placed the fewest running ones early,
+// then have the earliest clock. Approximate: see sweep.beam.
+func (s *sweep) narrow() {
+	score := func(c *config) int32 {
+		n := int32(len(c.lin))
+		for _, u := range c.used {
+			n += u.n
+		}
+		return n
+	}
+	slices.SortStableFunc(s.next, func(a, b config) int {
+		if x, y := score(&a), score(&b); x != y {
+			return int(x - y)
+		}
+		return cmpInt64(a.s.now, b.s.now)
+	})
+	s.stats.Approx += int64(len(s.next) - s.beam)
+	s.next = s.next[:s.beam]
+}
+
+// retHeap is a min-heap of operations by return time.
+type retHeap struct {
+	ops *[]lockOp
+	h   []int32
+}
+
+func (r *retHeap) len() int        { return len(r.h) }
+func (r *retHeap) min() int32      { return r.h[0] }
+func (r *retHeap) key(i int) int64 { return (*r.ops)[r.h[i]].ret }
+
+func (r *retHeap) push(i int32) {
+	r.h = append(r.h, i)
+	k := len(r.h) - 1
+	for k > 0 {
+		p := (k - 1) / 2
+		if r.key(p) <= r.key(k) {
+			break
+		}
+		r.h[p], r.h[k] = r.h[k], r.h[p]
+		k = p
+	}
+}
+
+func (r *retHeap) pop() int32 {
+	top := r.h[0]
+	n := len(r.h) - 1
+	r.h[0] = r.h[n]
+	r.h = r.h[:n]
+	k := 0
+	for {
+		l := 2*k + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if l+1 < n && r.key(l+1) < r.key(l) {
+			m = l + 1
+		}
+		if r.key(k) <= r.key(m) {
+			break
+		}
+		r.h[k], r.h[m] = r.h[m], r.h[k]
+		k = m
+	}
+	return top
+}

@@ -1,0 +1,314 @@
+package checker
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/histgen"
+)
+
+// verdicts of one history by every engine.
+type verdicts struct {
+	porcupine porcupine.CheckResult // the oracle, on every lock operation
+	exact     int                   // exact sweep on every lock operation: 1 ok, 0 illegal, -1 bound
+	sweep     int                   // runLockSweep as Check runs it (held windows dropped, two passes)
+	property  Status                // the linearizable property (porcupine where the sweep gives up)
+	engine    string
+}
+
+func (v verdicts) String() string {
+	return fmt.Sprintf("porcupine %s, exact sweep %d, sweep %d, property %s by %s", v.porcupine, v.exact, v.sweep, v.property, v.engine)
+}
+
+func sweepOutcome(s *sweep) int {
+	switch {
+	case s.stats.Exceeded:
+		return -1
+	case s.failed:
+		return 0
+	}
+	return 1
+}
+
+// judge runs the engines on h. The oracle gets no held-window drops and no
+// lookahead: only the model.
+func judge(h *history.History, timeout time.Duration) verdicts {
+	opts := DefaultOptions()
+	ow := newOwners()
+	ops := lockOps(h, ow)
+	m := newLockModel(h.Info, int64(opts.Slack), ow)
+	var v verdicts
+	v.porcupine = porcupineVerdict(m, ops, timeout)
+	ex := newSweep(m, opts.SearchBound)
+	ex.runAll(ops)
+	v.exact = sweepOutcome(ex)
+	kept, dropped, m2 := prepareLock(h, int64(opts.Slack))
+	v.sweep = sweepOutcome(runLockSweep(kept, dropped, m2, opts).s)
+	if v.sweep == -1 {
+		p, _ := checkLinearizable(newFacts(h), opts)
+		v.property, v.engine = p.Status, p.Engine
+	}
+	return v
+}
+
+// fallbacks counts the histories on which the sweep exceeded its bound and
+// porcupine decided instead.
+var fallbacks atomicCounter
+
+func requireAgree(t *testing.T, what string, h *history.History, v verdicts) bool {
+	t.Helper()
+	want := 1
+	switch v.porcupine {
+	case porcupine.Unknown:
+		return false
+	case porcupine.Illegal:
+		want = 0
+	}
+	ok := (v.exact == want || v.exact == -1) && (v.sweep == want || v.sweep == -1)
+	if v.sweep == -1 {
+		// Beyond its bound the sweep hands over to porcupine: the
+		// property must still be porcupine's verdict.
+		fallbacks.add()
+		ok = ok && v.property == [2]Status{Fail, Pass}[want]
+	}
+	if !ok {
+		dumpHistory(t, h)
+		require.Failf(t, "engines disagree", "%s: %s", what, v)
+	}
+	return true
+}
+
+type atomicCounter struct{ n atomic.Int64 }
+
+func (c *atomicCounter) add()       { c.n.Add(1) }
+func (c *atomicCounter) get() int64 { return c.n.Load() }
+
+func dumpHistory(t *testing.T, h *history.History) {
+	t.Helper()
+	t.Logf("info: %+v", h.Info)
+	for _, o := range h.Ops {
+		r := "never"
+		if o.Return != history.Never {
+			r = fmt.Sprintf("%.1f", float64(o.Return)/1e6)
+		}
+		t.Logf("  op %d client %d %s %s %s owner=%q %.1f-%s", o.OpID, o.Client, o.Op, o.Type, o.Reason, o.Owner, float64(o.Call)/1e6, r)
+	}
+}
+
+// TestLockSweepAgreesWithPorcupine: on thousands of small histories, valid
+// and not, the lock sweep (exact pass alone, and as Check runs it) gives
+// porcupine's verdict wherever porcupine gives one.
+func TestLockSweepAgreesWithPorcupine(t *testing.T) {
+	chaos, gen, mutated := 4000, 2000, 2000
+	if testing.Short() || raceEnabled {
+		chaos, gen, mutated = 800, 300, 300
+	}
+	t.Run("chaos", func(t *testing.T) {
+		illegal, decided := 0, 0
+		for seed := range uint64(chaos) {
+			h, err := histgen.Chaos(seed, 3+int(seed%10)).History()
+			require.NoError(t, err)
+			v := judge(h, time.Second)
+			if requireAgree(t, fmt.Sprintf("chaos seed %d", seed), h, v) {
+				decided++
+				if v.porcupine == porcupine.Illegal {
+					illegal++
+				}
+			}
+		}
+		t.Logf("%d chaos histories, %d decided by porcupine, %d of them illegal; the sweep handed %d over to porcupine", chaos, decided, illegal, fallbacks.get())
+		require.Greater(t, illegal, decided/10)
+		require.Less(t, illegal, decided*9/10)
+	})
+	t.Run("generated", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		illegal, decided := 0, 0
+		for i := range gen {
+			cfg := histgen.Config{
+				Seed:          uint64(i),
+				Clients:       2 + rng.IntN(4),
+				Ops:           20 + rng.IntN(50),
+				Indeterminate: []float64{0, 0.05, 0.15}[rng.IntN(3)],
+				Lease:         rng.IntN(2) == 0,
+				TTL:           time.Duration(2+rng.IntN(6)) * time.Millisecond,
+				Reentrant:     rng.IntN(4) == 0,
+				Renews:        rng.IntN(6) == 0,
+			}
+			if rng.IntN(2) == 0 {
+				cfg.DoubleHolders = 1 + rng.IntN(2)
+				cfg.ForeignReleases = rng.IntN(2)
+			}
+			out := histgen.Generate(cfg)
+			h, err := out.History()
+			require.NoError(t, err)
+			v := judge(h, time.Second)
+			if requireAgree(t, fmt.Sprintf("generated %d %+v", i, cfg), h, v) {
+				decided++
+				if v.porcupine == porcupine.Illegal {
+					illegal++
+				}
+			}
+		}
+		t.Logf("%d generated histories, %d decided by porcupine, %d of them illegal", gen, decided, illegal)
+		require.Greater(t, illegal, decided/20)
+	})
+	t.Run("mutated", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		illegal, decided := 0, 0
+		for i := range mutated {
+			cfg := histgen.Config{
+				Seed:          uint64(i),
+				Clients:       2 + rng.IntN(3),
+				Ops:           16 + rng.IntN(40),
+				Indeterminate: []float64{0, 0.05, 0.15}[rng.IntN(3)],
+				Lease:         rng.IntN(2) == 0,
+				TTL:           time.Duration(2+rng.IntN(6)) * time.Millisecond,
+				Reentrant:     rng.IntN(4) == 0,
+			}
+			evs := mutate(histgen.Generate(cfg).Events, rng)
+			h, err := history.FromEvents(evs)
+			require.NoError(t, err)
+			v := judge(h, time.Second)
+			if requireAgree(t, fmt.Sprintf("mutated %d %+v", i, cfg), h, v) {
+				decided++
+				if v.porcupine == porcupine.Illegal {
+					illegal++
+				}
+			}
+		}
+		t.Logf("%d mutated histories, %d decided by porcupine, %d of them illegal", mutated, decided, illegal)
+		require.Greater(t, illegal, decided/10)
+	})
+}
+
+// mutate changes one lock operation of a generated history: its outcome,
+// its times, or the owner it names.
+func mutate(evs []history.Event, rng *rand.Rand) []history.Event {
+	evs = slices.Clone(evs)
+	var dones []int
+	for i, e := range evs {
+		if e.Type.IsCompletion() && (e.Op == history.Acquire || e.Op == history.Release) {
+			dones = append(dones, i)
+		}
+	}
+	if len(dones) == 0 {
+		return evs
+	}
+	i := dones[rng.IntN(len(dones))]
+	e := &evs[i]
+	switch rng.IntN(5) {
+	case 0: // flip the outcome
+		switch {
+		case e.Type == history.OK && e.Op == history.Acquire:
+			e.Type, e.Reason, e.Owner = history.Fail, history.ReasonHeld, ""
+		case e.Type == history.OK:
+			e.Type, e.Reason = history.Fail, history.ReasonNotOwner
+		case e.Op == history.Acquire:
+			e.Type, e.Reason, e.Owner = history.OK, "", fmt.Sprintf("m%d", i)
+		default:
+			e.Type, e.Reason = history.OK, ""
+		}
+	case 1: // lose the answer
+		e.Type, e.Reason, e.Error = history.Info, "", "timeout"
+	case 2, 3: // move the completion later (keeping the file in time order)
+		d := int64(1+rng.IntN(4)) * 500_000
+		e.Time += d
+		for j := i + 1; j < len(evs) && evs[j].Time < e.Time; j++ {
+			evs[j-1], evs[j] = evs[j], evs[j-1]
+			i = j
+			e = &evs[i]
+		}
+	default: // a release naming another owner
+		for j := range evs {
+			if evs[j].Type == history.Invoke && evs[j].OpID == e.OpID && e.Op == history.Release {
+				evs[j].Owner = "c1-1"
+			}
+		}
+	}
+	for k := range evs {
+		evs[k].Seq = int64(k)
+	}
+	return evs
+}
+
+// TestWitness: a non-linearizable verdict names a few operations that alone
+// cannot all be placed (porcupine agrees), the first that cannot among them.
+func TestWitness(t *testing.T) {
+	n := 300
+	if testing.Short() || raceEnabled {
+		n = 60
+	}
+	sizes := map[int]int{}
+	for seed := range uint64(n) {
+		out := histgen.Generate(histgen.Config{Seed: seed, Clients: 2 + int(seed%8), Ops: 2000, Indeterminate: 0.02,
+			Lease: seed%3 == 0, DoubleHolders: 1, ForeignReleases: int(seed % 2)})
+		h, err := out.History()
+		require.NoError(t, err)
+		p, as := checkLinearizable(newFacts(h), DefaultOptions())
+		if p.Status != Fail {
+			continue
+		}
+		require.Len(t, as, 1)
+		a := as[0]
+		sizes[len(a.Ops)]++
+		require.LessOrEqual(t, len(a.Ops), 6, "seed %d: %s", seed, a.Explanation)
+		require.Contains(t, a.Explanation, "cannot be placed because the lock was")
+		// The witness alone is illegal for porcupine too.
+		ids := map[int64]bool{}
+		for _, id := range a.Ops {
+			ids[id] = true
+		}
+		var evs []history.Event
+		for _, e := range out.Events {
+			if e.Type == history.Run || e.Type == history.RunEnd || ids[e.OpID] {
+				evs = append(evs, e)
+			}
+		}
+		sub, err := history.FromEvents(evs)
+		require.NoError(t, err)
+		ow := newOwners()
+		ops := lockOps(sub, ow)
+		m := newLockModel(sub.Info, int64(DefaultOptions().Slack), ow)
+		// Owner knowledge comes from the whole history.
+		full := newOwners()
+		lockOps(h, full)
+		for name, id := range ow.ids {
+			ow.known[id] = full.isKnown(full.ids[name])
+		}
+		require.Equal(t, porcupine.Illegal, porcupineVerdict(m, ops, time.Second), "seed %d: witness %v", seed, a.Ops)
+	}
+	t.Logf("witness sizes (operations: histories): %v", sizes)
+	require.NotEmpty(t, sizes)
+}
+
+// FuzzLockSweep: on any small history decoded from the input, the lock
+// sweep gives porcupine's verdict wherever porcupine gives one. The seed
+// corpus runs in the normal test run.
+func FuzzLockSweep(f *testing.F) {
+	for seed := range uint64(64) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		data := make([]byte, 1+4*(2+seed%9))
+		for i := range data {
+			data[i] = byte(rng.Uint32())
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1+4*16 {
+			data = data[:1+4*16] // keep porcupine's search small
+		}
+		h, err := histgen.FromBytes(data).History()
+		if err != nil {
+			t.Skip(err)
+		}
+		requireAgree(t, "fuzz", h, judge(h, time.Second))
+	})
+}

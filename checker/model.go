@@ -1,0 +1,382 @@
+package checker
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/locktest/locktest/history"
+)
+
+// The sequential specification of the lock that both linearizability
+// engines check against: the lock sweep (lockcheck.go) and porcupine
+// (porcupine.go). One step function serves both, so that they can only
+// disagree by how they search.
+
+type linKind uint8
+
+const (
+	linAcquire linKind = iota
+	linRelease
+)
+
+type linOutcome uint8
+
+const (
+	outOK       linOutcome = iota
+	outHeld                // acquire failed: held
+	outNotOwner            // release failed: not the owner
+	outUnknown             // indeterminate
+)
+
+// lockOp is one lock operation as the engines see it: an acquire or a
+// release with its outcome, its client, its owner id (interned; 0 when
+// unknown) and its times. ret is history.Never for an indeterminate
+// operation, which may take effect at any point after its call, or never.
+type lockOp struct {
+	kind   linKind
+	out    linOutcome
+	client int32
+	owner  int32
+	call   int64
+	ret    int64
+	index  int32 // in History.Ops; -1 for a synthetic operation
+	// done is, for an indeterminate operation, when its client gave up on
+	// it (the time its completion was recorded; Never when none was).
+	done int64
+}
+
+// lockState is the model's state: who holds the lock (client 0: free) with
+// which owner id (0: unknown, an indeterminate acquire) and how many times
+// (depth, reentrant locks), when the lease was granted (in [acqCall,
+// acqRet]) and, with a lease, now: a lower bound on the time of the last
+// linearization point (points are monotone and each lies in its
+// operation's [call, return]). The times are zero without a lease, where
+// they never matter, so that equal states compare equal.
+type lockState struct {
+	client  int32
+	owner   int32
+	depth   int32
+	acqCall int64
+	acqRet  int64
+	now     int64
+}
+
+func (s lockState) held() bool { return s.client != 0 }
+
+// ownerFresh is the owner of a lock taken by an indeterminate acquire that
+// did not name its owner: an id of its own (owners are unique per acquire),
+// which no successful acquire carries.
+const ownerFresh int32 = -1
+
+// lockModel is the sequential specification of a (lease, reentrant,
+// renewing) mutex.
+//
+// Owners: a release frees the lock only for the owner it names (0, unknown,
+// matches any owner of the same client). Owners are unique per acquire,
+// except on reentrant locks (Redisson's owner is one per client process),
+// so on other locks a key written by an indeterminate acquire that did not
+// name its owner (ownerFresh) can only be released by a release naming an
+// owner no acquire in the history carries (ow.known).
+type lockModel struct {
+	lease      bool
+	reentrant  bool
+	renews     bool // a watchdog renews the lease while the holder lives
+	ttl, slack int64
+	ow         *owners // which owner ids an acquire carries; nil: all unknown
+}
+
+func newLockModel(info history.RunInfo, slack int64, ow *owners) lockModel {
+	return lockModel{
+		lease:     info.Lease && info.TTLMillis > 0,
+		reentrant: info.Reentrant,
+		renews:    info.Renews,
+		ttl:       info.TTLMillis * 1e6,
+		slack:     slack,
+		ow:        ow,
+	}
+}
+
+// expiry is the earliest time s's lease may have run out.
+func (m lockModel) expiry(s lockState) int64 { return satAdd(s.acqCall, m.ttl-m.slack) }
+
+// deadline is the latest time at which s's holder may still release it
+// successfully: its lease has surely run out after it. A renewed lease has
+// none: it is possibly still valid at any time while its holder lives.
+func (m lockModel) deadline(s lockState) int64 {
+	if m.renews || !m.lease {
+		return history.Never
+	}
+	return satAdd(s.acqRet, m.ttl+m.slack)
+}
+
+func (m lockModel) owns(s lockState, in *lockOp) bool {
+	if s.client == 0 || s.client != in.client {
+		return false
+	}
+	switch {
+	case s.owner == in.owner, s.owner == 0, in.owner == 0:
+		return true
+	case s.owner == ownerFresh:
+		return !m.ow.isKnown(in.owner)
+	}
+	return false
+}
+
+// at returns s at time t (monotone) when the model tracks time.
+func (m lockModel) at(s lockState, t int64) lockState {
+	if m.lease {
+		s.now = max(s.now, t)
+	}
+	return s
+}
+
+// taken is the state after in took the lock at point t. The lease was
+// granted at some time in [in.call, in.ret]: for an indeterminate acquire,
+// any time after its call (ret is Never), so its lease may have run out
+// from call + TTL on, and when it surely has is unknown.
+//
+// (Taking the grant of an indeterminate acquire to be its point would be
+// more precise, but would make a later point sometimes better - a later
+// deadline - and every effect would no longer be monotone in time, which
+// both engines' searches rely on.)
+func (m lockModel) taken(in *lockOp, t int64) lockState {
+	s := lockState{client: in.client, owner: in.owner, depth: 1}
+	if in.owner == 0 && in.ret == history.Never && !m.reentrant {
+		s.owner = ownerFresh
+	}
+	if m.lease {
+		s.acqCall, s.acqRet, s.now = in.call, in.ret, t
+	}
+	return s
+}
+
+// reentered is s after its holder acquired again at lo. A nested call may
+// refresh the lease (Redisson's does): acqCall stays the first grant's, the
+// earliest the lease may expire, and acqRet moves to the latest return, the
+// latest it may have been refreshed; both the lenient bound.
+func (m lockModel) reentered(s lockState, in *lockOp, lo int64) lockState {
+	s.depth++
+	if s.owner == 0 {
+		s.owner = in.owner
+	}
+	if m.lease {
+		s.acqRet = max(s.acqRet, in.ret)
+		s.now = lo
+	}
+	return s
+}
+
+// released is s after its holder released once at t.
+func (m lockModel) released(s lockState, in *lockOp, t int64) lockState {
+	if s.depth <= 1 {
+		return m.free(t)
+	}
+	s.depth--
+	if m.lease {
+		s.acqRet = max(s.acqRet, in.ret)
+		s.now = t
+	}
+	return s
+}
+
+func (m lockModel) free(t int64) lockState {
+	if m.lease {
+		return lockState{now: t}
+	}
+	return lockState{}
+}
+
+// step returns every state the lock can be in after in with outcome out
+// from s; none when the step is impossible. The operation takes effect at a
+// point p in [lo, in.ret], lo = max(s.now, in.call).
+//
+//   - acquire ok: the lock was free, or (lease) its holder's lease may have
+//     expired by p: acqCall + TTL - slack <= p, or (reentrant) the client
+//     owns it already: one level deeper.
+//   - acquire failed (held): the lock was not free.
+//   - release ok: the client owns the lock and (lease, not renewed) p <=
+//     acqRet + TTL + slack, its lease not yet surely expired; free when the
+//     last level goes.
+//   - release failed (not-owner): the client does not own the lock, or
+//     (lease) it does but its lease may have expired by p; then it is free.
+//   - indeterminate: either no effect at all, or the effect of success.
+func (m lockModel) step(s lockState, in *lockOp, out linOutcome) []lockState {
+	return m.stepInto(nil, s, in, out)
+}
+
+// stepInto is step appending to dst.
+func (m lockModel) stepInto(dst []lockState, s lockState, in *lockOp, out linOutcome) []lockState {
+	lo := in.call
+	if m.lease {
+		lo = max(s.now, in.call)
+		if lo > in.ret {
+			return dst
+		}
+	}
+	switch in.kind {
+	case linAcquire:
+		if out == outHeld {
+			if s.client != 0 {
+				return append(dst, m.at(s, lo))
+			}
+			return dst
+		}
+		if out == outUnknown {
+			dst = append(dst, s)
+		}
+		// take is the earliest point at which in can take the lock, or
+		// false when it cannot by in.ret.
+		take, can := lo, s.client == 0
+		if !can && m.lease {
+			take = max(lo, m.expiry(s))
+			can = take <= in.ret
+		}
+		if can {
+			dst = append(dst, m.taken(in, take))
+		}
+		if m.reentrant && m.owns(s, in) {
+			dst = append(dst, m.reentered(s, in, lo))
+		}
+		return dst
+	case linRelease:
+		owns := m.owns(s, in)
+		switch out {
+		case outOK:
+			if owns && (!m.lease || lo <= m.deadline(s)) {
+				return append(dst, m.released(s, in, lo))
+			}
+		case outNotOwner:
+			if !owns {
+				return append(dst, m.at(s, lo))
+			}
+			if m.lease {
+				if t := max(lo, m.expiry(s)); t <= in.ret {
+					return append(dst, m.free(t))
+				}
+			}
+		case outUnknown:
+			dst = append(dst, s)
+			if owns {
+				dst = append(dst, m.released(s, in, lo))
+			}
+		}
+	}
+	return dst
+}
+
+func (m lockModel) name() string {
+	switch {
+	case m.lease && m.renews:
+		return "renewed-lease mutex"
+	case m.lease:
+		return "lease mutex"
+	}
+	return "mutex"
+}
+
+// owners interns owner ids for the engines: 0 is the unknown owner. known
+// marks the ids an acquire carries.
+type owners struct {
+	ids   map[string]int32
+	names []string
+	known []bool
+}
+
+func newOwners() *owners {
+	return &owners{ids: map[string]int32{}, names: []string{""}, known: []bool{false}}
+}
+
+// isKnown reports whether an acquire in the history carries owner id.
+func (o *owners) isKnown(id int32) bool {
+	return o != nil && id > 0 && int(id) < len(o.known) && o.known[id]
+}
+
+func (o *owners) id(name string) int32 {
+	if name == "" {
+		return 0
+	}
+	if id, ok := o.ids[name]; ok {
+		return id
+	}
+	id := int32(len(o.names))
+	o.ids[name] = id
+	o.names = append(o.names, name)
+	o.known = append(o.known, false)
+	return id
+}
+
+func (o *owners) name(id int32) string {
+	if id <= 0 || int(id) >= len(o.names) {
+		return ""
+	}
+	return o.names[id]
+}
+
+// lockOpOf converts a history operation; ok is false for operations the
+// lock checks do not need: reads and writes, and acquires and releases
+// that failed for another reason than "held" or "not-owner" (an error, a
+// timeout): the model allows those in every state without effect, so
+// dropping them is exact.
+func lockOpOf(op *history.Operation, ow *owners) (lockOp, bool) {
+	var k linKind
+	switch op.Op {
+	case history.Acquire:
+		k = linAcquire
+	case history.Release:
+		k = linRelease
+	default:
+		return lockOp{}, false
+	}
+	lo := lockOp{kind: k, client: int32(op.Client), owner: ow.id(op.Owner), call: op.Call, ret: op.Return, index: int32(op.Index)}
+	switch {
+	case op.Type == history.OK:
+		lo.out = outOK
+	case op.Type == history.Info || op.Return == history.Never:
+		lo.out, lo.ret, lo.done = outUnknown, history.Never, op.Completed
+	case k == linAcquire && op.Reason == history.ReasonHeld:
+		lo.out = outHeld
+	case k == linRelease && op.Reason == history.ReasonNotOwner:
+		lo.out = outNotOwner
+	default:
+		return lockOp{}, false
+	}
+	if lo.out == outHeld {
+		lo.owner = 0 // a failed acquire names nobody
+	}
+	if k == linAcquire && lo.owner > 0 {
+		ow.known[lo.owner] = true
+	}
+	return lo, true
+}
+
+func describeLin(in *lockOp, ow *owners) string {
+	verb := "acquire"
+	if in.kind == linRelease {
+		verb = "release"
+	}
+	res := [...]string{"ok", "held", "not-owner", "indeterminate"}[in.out]
+	if n := ow.name(in.owner); n != "" {
+		return fmt.Sprintf("client %d %s(%s) -> %s", in.client, verb, n, res)
+	}
+	return fmt.Sprintf("client %d %s -> %s", in.client, verb, res)
+}
+
+func describeState(s lockState, ow *owners) string {
+	if s.client == 0 {
+		return "free"
+	}
+	if s.client < 0 {
+		return "held by a lost acquire of some client, which no release could free"
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "held by client %d", s.client)
+	if s.owner == ownerFresh {
+		sb.WriteString(" (owner unknown)")
+	} else if n := ow.name(s.owner); n != "" {
+		fmt.Fprintf(&sb, " (%s)", n)
+	}
+	if s.depth > 1 {
+		fmt.Fprintf(&sb, " %d times", s.depth)
+	}
+	return sb.String()
+}
