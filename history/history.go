@@ -67,6 +67,12 @@ const (
 	ReasonNotHeld    = "not-held"    // read/write: the client declined, believing its lease gone
 	ReasonError      = "error"       // a definite error (e.g. connection refused)
 	ReasonTimeout    = "timeout"     // acquire with --wait: gave up after the acquire timeout
+	// ReasonContended: a try-lock that failed without knowing that anybody
+	// holds the lock (Redlock's split vote, a queue-based recipe meeting a
+	// trier ahead of it that is about to give up). Such a failure says
+	// nothing about the lock's state, so the checker never needs a holder
+	// to explain it.
+	ReasonContended = "contended"
 )
 
 // Event is one line of history.jsonl.

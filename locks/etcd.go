@@ -158,7 +158,8 @@ func (m *etcdMutex) Acquire(ctx context.Context) (Lease, error) {
 			if err != nil {
 				return Lease{}, fmt.Errorf("acquire: %w: held, and deleting our key failed: %w", ErrIndeterminate, err)
 			}
-			return Lease{}, fmt.Errorf("%w (create revision %d before ours, %d)", ErrHeld, first[0].CreateRevision, myRev)
+			// The key ahead may be a waiter about to give up.
+			return Lease{}, fmt.Errorf("%w (create revision %d before ours, %d)", ErrContended, first[0].CreateRevision, myRev)
 		}
 		// Wait for the deletion of the last key created before ours.
 		if first, err = m.waitPredecessor(ctx, myRev, deadline); err != nil {

@@ -44,6 +44,9 @@ type ReleaseResult struct {
 var (
 	// ErrHeld: the lock is held by somebody else; the acquire had no effect.
 	ErrHeld = errors.New("lock held by another client")
+	// ErrContended: a try-lock failed, and had no effect, without knowing
+	// whether anybody holds the lock (see history.ReasonContended).
+	ErrContended = errors.New("lock contended")
 	// ErrNotOwner: the release found the lock not ours and changed nothing.
 	ErrNotOwner = errors.New("lock not held by this owner")
 	// ErrIndeterminate marks an error after which the client cannot know
@@ -226,6 +229,8 @@ func Classify(err error) (history.Type, string) {
 		return history.Info, ""
 	case errors.Is(err, ErrHeld):
 		return history.Fail, history.ReasonHeld
+	case errors.Is(err, ErrContended):
+		return history.Fail, history.ReasonContended
 	case errors.Is(err, ErrNotOwner):
 		return history.Fail, history.ReasonNotOwner
 	case errors.Is(err, ErrRejected):

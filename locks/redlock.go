@@ -127,11 +127,13 @@ func (r *redlock) Acquire(ctx context.Context) (Lease, error) {
 	case !cleaned:
 		return Lease{}, fmt.Errorf("%w: %d of %d nodes agreed, %d did not answer and could not be cleaned", ErrIndeterminate, len(granted), len(r.nodes), unknown)
 	case len(granted) >= r.quorum:
-		return Lease{}, fmt.Errorf("%w: majority reached but %s of the %s TTL was spent", ErrHeld, elapsed.Round(time.Millisecond), r.cfg.TTL)
+		return Lease{}, fmt.Errorf("%w: majority reached but %s of the %s TTL was spent", ErrContended, elapsed.Round(time.Millisecond), r.cfg.TTL)
 	case unknown == len(r.nodes):
 		return Lease{}, fmt.Errorf("no node answered: %w", res[0].err)
 	}
-	return Lease{}, fmt.Errorf("%w: only %d of %d nodes agreed (%d needed)", ErrHeld, len(granted), len(r.nodes), r.quorum)
+	// Nodes that refused may hold another client's partial grant that is
+	// about to be released (a split vote): nobody need hold the lock.
+	return Lease{}, fmt.Errorf("%w: only %d of %d nodes agreed (%d needed)", ErrContended, len(granted), len(r.nodes), r.quorum)
 }
 
 func (r *redlock) release(ctx context.Context, owner string) []nodeResult {

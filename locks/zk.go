@@ -535,7 +535,9 @@ func (m *zkMutex) AcquireMode(ctx context.Context, mode string) (Lease, error) {
 				m.deleteInBackground(path)
 				return Lease{}, fmt.Errorf("acquire: held, and giving back our node failed: %w", err)
 			}
-			return Lease{}, fmt.Errorf("%w (by %s)", ErrHeld, watch)
+			// The node ahead may be a trier about to give up: a
+			// try-lock cannot tell it from a holder.
+			return Lease{}, fmt.Errorf("%w (by %s)", ErrContended, watch)
 		}
 		if _, err := m.waitGone(ctx, m.dir+"/"+watch, deadline); err != nil {
 			m.deleteInBackground(path)
@@ -654,7 +656,7 @@ func (m *zkSemaphore) Acquire(ctx context.Context) (Lease, error) {
 			return Lease{}, fmt.Errorf("acquire: %w", err)
 		}
 		if m.wait <= 0 || !time.Now().Before(deadline) {
-			return Lease{}, fmt.Errorf("%w: %d leases taken", ErrHeld, len(kids)-1)
+			return Lease{}, fmt.Errorf("%w: %d leases taken", ErrContended, len(kids)-1)
 		}
 		// Curator waits for the leases to change; the holder's lease is
 		// the other node.

@@ -72,7 +72,7 @@ func TestZKEtcdConformance(t *testing.T) {
 			require.NoError(t, err)
 			require.NotNil(t, la.Token)
 			_, err = b.Acquire(ctx)
-			require.ErrorIs(t, err, locks.ErrHeld)
+			requireRefused(t, err)
 			if s.Reentrant {
 				inner, err := a.Acquire(ctx)
 				require.NoError(t, err, "reentrant")
@@ -80,7 +80,7 @@ func TestZKEtcdConformance(t *testing.T) {
 				_, err = a.Release(ctx, inner)
 				require.NoError(t, err)
 				_, err = b.Acquire(ctx)
-				require.ErrorIs(t, err, locks.ErrHeld, "still held after the inner release")
+				requireRefused(t, err, "still held after the inner release")
 			} else {
 				_, err = a.Acquire(ctx)
 				require.ErrorIs(t, err, locks.ErrHeld, "not reentrant")
@@ -131,7 +131,7 @@ func TestZKReadWrite(t *testing.T) {
 	l2, err := r2.AcquireMode(ctx, locks.ModeRead)
 	require.NoError(t, err, "readers share")
 	_, err = w.AcquireMode(ctx, locks.ModeWrite)
-	require.ErrorIs(t, err, locks.ErrHeld, "a writer waits for the readers")
+	requireRefused(t, err, "a writer waits for the readers")
 	_, err = r1.(locks.Lock).Release(ctx, l1)
 	require.NoError(t, err)
 	_, err = r2.(locks.Lock).Release(ctx, l2)
@@ -139,7 +139,7 @@ func TestZKReadWrite(t *testing.T) {
 	lw, err := w.AcquireMode(ctx, locks.ModeWrite)
 	require.NoError(t, err)
 	_, err = r1.AcquireMode(ctx, locks.ModeRead)
-	require.ErrorIs(t, err, locks.ErrHeld, "a writer excludes readers")
+	requireRefused(t, err, "a writer excludes readers")
 	_, err = w.(locks.Lock).Release(ctx, lw)
 	require.NoError(t, err)
 }
