@@ -10,15 +10,18 @@ import (
 	"github.com/locktest/locktest/internal/histgen"
 )
 
-// TestDifferential runs the interval checks and porcupine's plain mutex
-// check over thousands of small random histories, valid and with injected
+// TestDifferential runs the interval checks and the linearizability check
+// over thousands of small random histories, valid and with injected
 // violations: the interval double-holder check must never flag a history
-// porcupine accepts, and the interval checks must find every injected
-// violation.
+// the linearizability check accepts, and the interval checks must find
+// every injected violation.
 func TestDifferential(t *testing.T) {
 	n := 5000
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		n = 300
+	case raceEnabled:
+		n = 1000
 	}
 	rng := rand.New(rand.NewPCG(42, 7))
 	opts := DefaultOptions()

@@ -132,7 +132,7 @@ func (s *sweep) statsDetail() string {
 	}
 	d += fmt.Sprintf("; %d of %d returns (%.2f%%) decided with one configuration open", st.Forced, read, 100*float64(st.Forced)/float64(read))
 	if st.Searched > 0 {
-		d += fmt.Sprintf(", %d searched (at most %d configurations open at once, %d built)", st.Searched, st.MaxFrontier, st.Explored)
+		d += fmt.Sprintf(", %d searched (at most %s open at once, %d built)", st.Searched, plural(st.MaxFrontier, "configuration", "configurations"), st.Explored)
 	}
 	if st.Exact {
 		d += "; exact pass"

@@ -112,6 +112,9 @@ type config struct {
 	// current holder's tenure and the one that last freed the lock, -1
 	// when none.
 	grant, freed int32
+	// lost: the last move was a lost operation that took the lock (within
+	// one return's exploration; see poolMoves).
+	lost bool
 }
 
 func (c *config) hasLin(i int32) int {
@@ -413,10 +416,12 @@ type sweep struct {
 	buf, buf2      []lockState
 	calls          []int64
 	keep           []bool
+	order          []int32
 	deferred       []int32 // expand: running no-op operations of the node explored
 	deferDone      []bool
 	bufNoop        []lockState
 	cur            *config // expand: the node explored
+	node           config
 
 	// capacity, when not 0, makes dominance approximate: pools with at
 	// least capacity operations left compare as equal. A configuration
@@ -431,9 +436,6 @@ type sweep struct {
 	mergeOrphans bool
 	look         *lookahead // nil when the rest of the history is unknown
 	anonDone     bool       // poolMoves (approximate): an anonymous lock was tried
-	// beam, when not 0, keeps at most that many configurations after each
-	// return (approximate, like capacity).
-	beam int
 	// horizon, when not 0, restricts the model: an indeterminate operation
 	// takes effect no later than horizon after its client gave up on it. A
 	// linearization found that way is one of the full model; a failure is
@@ -614,9 +616,6 @@ func (s *sweep) ret(i int32) {
 		}
 	}
 	s.prune()
-	if s.beam > 0 && len(s.next) > s.beam {
-		s.narrow()
-	}
 	if forced && len(s.next) == 1 {
 		s.stats.Forced++
 	} else {
@@ -658,8 +657,10 @@ func (s *sweep) expand(c *config, x int32) {
 	s.work = append(s.work[:0], *c)
 	s.seen = append(s.seen[:0], *c)
 	for len(s.work) > 0 {
-		d := s.work[len(s.work)-1]
+		// The node explored lives in s.node, not on the heap.
+		s.node = s.work[len(s.work)-1]
 		s.work = s.work[:len(s.work)-1]
+		d := &s.node
 		s.stats.Explored++
 		s.deferred, s.deferDone = s.deferred[:0], s.deferDone[:0]
 		for _, y := range s.inflight {
@@ -668,14 +669,14 @@ func (s *sweep) expand(c *config, x int32) {
 				s.deferDone = append(s.deferDone, false)
 			}
 		}
-		s.cur = &d
-		s.apply(&d, x, -1, true)
+		s.cur = d
+		s.apply(d, x, -1, true)
 		for _, y := range s.inflight {
 			if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
-				s.apply(&d, y, -1, false)
+				s.apply(d, y, -1, false)
 			}
 		}
-		s.poolMoves(&d, x)
+		s.poolMoves(d, x)
 		if len(s.seen) > s.bound/4+64 {
 			s.exceed()
 			return
@@ -763,6 +764,13 @@ func (s *sweep) push(nd config) {
 // it is tried only when a release of that client is still to be placed
 // (x, or a running one), the only operations the depth matters to.
 func (s *sweep) poolMoves(d *config, x int32) {
+	if d.lost {
+		// The lock was just taken by a lost acquire: another lost
+		// operation now would only undo or replace that (take over its
+		// expired lease, release it, nest on it), which using that
+		// operation instead from before does at least as well.
+		return
+	}
 	st := d.s
 	s.nest = false
 	if s.m.reentrant && st.held() {
@@ -887,6 +895,7 @@ func (s *sweep) emit(d *config, y int32, pool int32, terminal bool, ns lockState
 	op := &s.ops[y]
 	if isHeld && op.kind == linAcquire && ns.depth == 1 && ns != d.s {
 		nd.grant = y
+		nd.lost = pool >= 0 && !terminal
 		if ns.owner == ownerFresh && s.phantom(ns) {
 			nd.s.client = anonymous
 			if pool >= 0 && s.capacity > 0 {
@@ -929,31 +938,38 @@ func (s *sweep) prune() {
 	sameHolder := func(a, b *config) bool {
 		return a.s.client == b.s.client && a.s.owner == b.s.owner && a.s.depth == b.s.depth
 	}
+	// Only configurations with the same holder can dominate each other:
+	// group them (by index: configurations are large to move).
+	s.order = s.order[:0]
+	for i := range s.next {
+		s.order = append(s.order, int32(i))
+	}
 	if n > 8 {
-		// Only configurations with the same holder can dominate each
-		// other: group them.
-		slices.SortStableFunc(s.next, func(a, b config) int {
-			if a.s.client != b.s.client {
-				return cmpInt64(int64(a.s.client), int64(b.s.client))
+		slices.SortStableFunc(s.order, func(i, j int32) int {
+			a, b := &s.next[i].s, &s.next[j].s
+			if a.client != b.client {
+				return cmpInt64(int64(a.client), int64(b.client))
 			}
-			if a.s.owner != b.s.owner {
-				return cmpInt64(int64(a.s.owner), int64(b.s.owner))
+			if a.owner != b.owner {
+				return cmpInt64(int64(a.owner), int64(b.owner))
 			}
-			return cmpInt64(int64(a.s.depth), int64(b.s.depth))
+			return cmpInt64(int64(a.depth), int64(b.depth))
 		})
 	}
 	s.keep = append(s.keep[:0], make([]bool, n)...)
 	for a := 0; a < n; {
 		b := a + 1
-		for b < n && sameHolder(&s.next[a], &s.next[b]) {
+		for b < n && sameHolder(&s.next[s.order[a]], &s.next[s.order[b]]) {
 			b++
 		}
 		if n <= 8 {
 			b = n
 		}
-		for i := a; i < b; i++ {
+		for x := a; x < b; x++ {
+			i := s.order[x]
 			s.keep[i] = true
-			for j := a; j < b; j++ {
+			for y := a; y < b; y++ {
+				j := s.order[y]
 				if j != i && s.dominates(&s.next[j], &s.next[i]) && (j < i || !s.dominates(&s.next[i], &s.next[j])) {
 					// Of two equivalent ones, the first stays.
 					s.keep[i] = false
@@ -970,27 +986,6 @@ func (s *sweep) prune() {
 		}
 	}
 	s.next = out
-}
-
-// narrow keeps the s.beam best configurations of s.next: those that used
-// the fewest lost operations, then placed the fewest running ones early,
-// then have the earliest clock. Approximate: see sweep.beam.
-func (s *sweep) narrow() {
-	score := func(c *config) int32 {
-		n := int32(len(c.lin))
-		for _, u := range c.used {
-			n += u.n
-		}
-		return n
-	}
-	slices.SortStableFunc(s.next, func(a, b config) int {
-		if x, y := score(&a), score(&b); x != y {
-			return int(x - y)
-		}
-		return cmpInt64(a.s.now, b.s.now)
-	})
-	s.stats.Approx += int64(len(s.next) - s.beam)
-	s.next = s.next[:s.beam]
 }
 
 // retHeap is a min-heap of operations by return time.

@@ -69,7 +69,12 @@ func TestNetworkAndClockCells(t *testing.T) {
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(200+i))
 			o.Params = tc.params
 			if tc.opTime > 0 {
+				// The lost-reply cell: fewer contenders, so that the
+				// acquire the fault is aimed at wins more often, and time
+				// for several tries.
 				o.OpTimeout = tc.opTime
+				o.Clients = 3
+				o.TimeLimit = 14 * time.Second
 			}
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
