@@ -82,9 +82,9 @@ func start(argv []string, id int, hello protocol.Hello, stderr io.Writer) (*clie
 	go func() { _ = cmd.Wait(); close(c.exited) }()
 	hello.Type, hello.Version, hello.Client = protocol.TypeHello, protocol.Version, id
 	b, _ := json.Marshal(hello)
-	if _, err := c.in.Write(append(b, '\n')); err != nil {
-		return c, err
-	}
+	// A program that died at once makes this write fail (broken pipe):
+	// the handshake then reports the exit, with the program's stderr.
+	_, _ = c.in.Write(append(b, '\n'))
 	return c, nil
 }
 
