@@ -136,3 +136,70 @@ func TestReentrant(t *testing.T) {
 	require.Positive(t, nested)
 	require.Equal(t, nested, inner)
 }
+
+func TestRenewsAndValidity(t *testing.T) {
+	out := Generate(Config{Seed: 14, Clients: 3, Ops: 600, Lease: true, TTL: 2 * time.Millisecond, Hold: 10 * time.Millisecond,
+		Renews: true, ChecksValidity: true, Resource: true})
+	h, err := out.History()
+	require.NoError(t, err)
+	require.True(t, h.Info.Renews)
+	require.True(t, h.Info.ChecksValidity)
+	long := 0
+	for _, o := range h.Ops {
+		if o.Op == history.Acquire && o.Type == history.OK {
+			require.NotEqual(t, history.Never, o.ValidUntil, "acquires carry their validity")
+		}
+	}
+	holds := map[int]int64{}
+	for _, o := range h.Ops {
+		switch {
+		case o.Op == history.Acquire && o.Type == history.OK:
+			holds[o.Client] = o.Return
+		case o.Op == history.Release && holds[o.Client] > 0:
+			if o.Call-holds[o.Client] > 2*int64(time.Millisecond) {
+				long++ // renewed: held past the TTL
+			}
+			holds[o.Client] = 0
+		}
+	}
+	require.Positive(t, long)
+
+	// Slow round trips on a 1 ms lease: uses come after the validity, and
+	// the clients decline them.
+	out = Generate(Config{Seed: 15, Clients: 3, Ops: 600, Lease: true, TTL: time.Millisecond, RoundTrip: 4 * time.Millisecond,
+		ChecksValidity: true, Resource: true})
+	h, err = out.History()
+	require.NoError(t, err)
+	declined := 0
+	for _, o := range h.Ops {
+		if o.Type == history.Fail && o.Reason == history.ReasonNotHeld {
+			declined++
+			require.Greater(t, o.Return, int64(0))
+		}
+	}
+	require.Positive(t, declined, "uses past the validity are declined")
+}
+
+func TestFromBytes(t *testing.T) {
+	for seed := range uint64(200) {
+		out := Chaos(seed, int(seed%20))
+		h, err := out.History()
+		require.NoError(t, err)
+		require.False(t, h.Truncated)
+		// Invocations in time order, one operation at a time per client.
+		busy := map[int]int64{}
+		for i, o := range h.Ops {
+			if i > 0 {
+				require.GreaterOrEqual(t, o.Call, h.Ops[i-1].Call)
+			}
+			require.GreaterOrEqual(t, o.Call, busy[o.Client])
+			busy[o.Client] = o.Call
+			if o.Completed != history.Never {
+				busy[o.Client] = o.Completed
+			}
+		}
+	}
+	require.Equal(t, FromBytes([]byte{1, 2, 3, 4, 5}), FromBytes([]byte{1, 2, 3, 4, 5}))
+	_, err := FromBytes(nil).History()
+	require.NoError(t, err)
+}
