@@ -136,6 +136,13 @@ func (b *hb) cycles(n int, t float64) float64 {
 
 func (b *hb) build(t *testing.T) *history.History {
 	t.Helper()
+	h, err := history.FromEvents(b.events())
+	require.NoError(t, err)
+	return h
+}
+
+// events returns the history's events, in order, header first.
+func (b *hb) events() []history.Event {
 	evs := []history.Event{{Type: history.Run, Info: &b.info}}
 	body := slices.Clone(b.evs)
 	slices.SortStableFunc(body, func(x, y history.Event) int { return cmpInt64(x.Time, y.Time) })
@@ -146,9 +153,7 @@ func (b *hb) build(t *testing.T) *history.History {
 	for i := range evs {
 		evs[i].Seq = int64(i)
 	}
-	h, err := history.FromEvents(evs)
-	require.NoError(t, err)
-	return h
+	return evs
 }
 
 func kinds(as []Anomaly) map[string]int {

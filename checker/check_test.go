@@ -151,7 +151,7 @@ func TestCheckFillsResult(t *testing.T) {
 		require.GreaterOrEqual(t, p.Millis, 0.0)
 		require.NotEmpty(t, p.Engine)
 	}
-	require.Equal(t, []string{"double-holder", "lease-contract", "foreign-release", "release-ok-on-expired", "used-after-validity", "lost-update", "fencing", "deadlock", "linearizable"}, names)
+	require.Equal(t, []string{"double-holder", "lease-contract", "foreign-release", "release-ok-on-expired", "used-after-validity", "lost-update", "fencing", "token-order", "deadlock", "linearizable"}, names)
 	require.NotNil(t, r.Anomalies)
 }
 
@@ -179,4 +179,18 @@ func TestLargeHistory(t *testing.T) {
 	r = Check(h, Options{Engine: EnginePorcupine, PorcupineMaxOps: 1000})
 	requireProperty(t, r, "linearizable", Unknown)
 	require.Equal(t, Unsafe, r.Verdict, r.Why)
+}
+
+// A run stopped early for a violation that the full check does not find
+// vouches for nothing: inconclusive, saying the checkers disagree.
+func TestStoppedEarlyWithoutViolationIsInconclusive(t *testing.T) {
+	b := newHB()
+	b.cycles(20, 0)
+	h := b.build(t)
+	h.Ended = history.EndedEarly
+	r := Check(h, DefaultOptions())
+	require.Equal(t, Inconclusive, r.Verdict)
+	require.Contains(t, r.Why, "stopped early for a violation the online checker saw")
+	h.Ended = "time limit"
+	require.Equal(t, Safe, Check(h, DefaultOptions()).Verdict)
 }

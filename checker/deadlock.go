@@ -136,6 +136,8 @@ func deadlockAnomaly(h *history.History, prev *Hold, from, to int64, n int, toEn
 				outcome = "failed (" + rel.Reason + ")"
 			}
 			fmt.Fprintf(&sb, "client %d, the last sure holder, called release at %s, which %s", prev.Client, at(prev.End), outcome)
+		case "declined":
+			fmt.Fprintf(&sb, "client %d, the last sure holder, stopped using the lock at %s, knowing it lost", prev.Client, at(prev.End))
 		case "validity":
 			fmt.Fprintf(&sb, "client %d, the last sure holder, stopped using the lock when its validity ended at %s", prev.Client, at(prev.End))
 		default:

@@ -63,11 +63,18 @@ func checkDoubleHolder(f *facts, slack int64) (Property, []Anomaly) {
 //     runs (RunInfo.Renews): the renewals are not in the history, so
 //     whether a's lease had really lapsed is unknown.
 //
+// A lock that lives in a renewed session (RunInfo.Session and Renews:
+// ZooKeeper, etcd) is classified by SessionCause instead.
+//
 // It returns "" outside lease runs.
-func leaseCause(info history.RunInfo, a, b *Hold, slack int64) string {
+func leaseCause(h *history.History, a, b *Hold, slack int64) string {
+	info := h.Info
 	ttl := info.TTLMillis * 1e6
 	if !info.Lease || ttl <= 0 {
 		return ""
+	}
+	if info.Session && info.Renews {
+		return SessionCause(h, a, b)
 	}
 	switch {
 	case b.Start < a.AcquireCall+ttl-slack:
@@ -81,7 +88,7 @@ func leaseCause(info history.RunInfo, a, b *Hold, slack int64) string {
 // doubleHolderAnomaly describes a, which started first, overlapping b.
 func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 	end := min(a.End, b.End)
-	cause := leaseCause(h.Info, a, b, slack)
+	cause := leaseCause(h, a, b, slack)
 	ttl := h.Info.TTLMillis * 1e6
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "client %d acquired the lock at %s while client %d, which acquired it at %s",
@@ -95,12 +102,16 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 		fmt.Fprintf(&sb, " (lease %s, so expired by %s at the latest)", span(ttl), at(a.Start+ttl))
 	case CauseUnknown:
 		fmt.Fprintf(&sb, " (lease %s, renewed while its holder runs)", span(ttl))
+	case CauseSessionExpired, CauseSessionAlive:
+		fmt.Fprintf(&sb, " (session timeout %s)", span(ttl))
 	}
 	switch a.EndReason {
 	case "release":
 		fmt.Fprintf(&sb, ", still believed it held it until %s", at(a.End))
 	case "client-exit":
 		fmt.Fprintf(&sb, ", still believed it held it until its process ended at %s", at(a.End))
+	case "declined":
+		fmt.Fprintf(&sb, ", still used it until %s (then it declined the resource, knowing the lock lost)", at(a.End))
 	case "validity":
 		fmt.Fprintf(&sb, ", still used it until %s (its validity ended at %s)", at(a.End), at(a.ValidUntil))
 	default:
@@ -115,6 +126,10 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 		fmt.Fprintf(&sb, " The lease broke its promise: client %d was granted the lock before client %d's lease could have run out on correct clocks (a clock jump, a failover or lost state on the server).", b.Client, a.Client)
 	case CauseLeaseExpired:
 		fmt.Fprintf(&sb, " Lost by design: client %d's lease could have run out before client %d was granted the lock, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
+	case CauseSessionExpired:
+		fmt.Fprintf(&sb, " Lost by design: a fault cut client %d off from the servers long enough before client %d's grant for its session, and with it the lock, to expire, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
+	case CauseSessionAlive:
+		fmt.Fprintf(&sb, " The lock service broke its promise: client %d was granted the lock while client %d's session was surely still alive (no fault could have stopped its heartbeats long enough).", b.Client, a.Client)
 	case CauseUnknown:
 		fmt.Fprintf(&sb, " Whether the lease broke its promise is unknown: client %d's lease is renewed while it runs and the renewals are not recorded, so it may have lapsed (if client %d stopped renewing, e.g. paused) or been broken.", a.Client, a.Client)
 	}
@@ -146,12 +161,18 @@ func checkLeaseContract(info history.RunInfo, doubles []Anomaly) Property {
 	for _, a := range doubles {
 		n[a.Cause]++
 	}
-	p.Count = n[CauseLeaseBroken]
+	p.Count = n[CauseLeaseBroken] + n[CauseSessionAlive]
 	if p.Count > 0 {
 		p.Status = Fail
 	}
 	if len(doubles) == 0 {
 		p.Detail = "no double holder"
+		return p
+	}
+	if info.Session && info.Renews {
+		p.Detail = plural(len(doubles), "double holder", "double holders") + fmt.Sprintf(
+			": %d session-alive (granted while the holder's session was surely alive), %d session-expired (lost by design)",
+			n[CauseSessionAlive], n[CauseSessionExpired])
 		return p
 	}
 	parts := []string{

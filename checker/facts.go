@@ -16,6 +16,7 @@ type facts struct {
 	writes    []int // completed writes, in the order the resource applied them
 	heldFails []int // acquires that failed because the lock was held
 	uses      []int // successful reads and writes (only when clients check their validity)
+	declines  []int // reads and writes the client declined, knowing the lock lost (idem)
 	holds     []Hold
 	spans     []heldSpan
 	counts    Counts // all but ResourceFinal, FaultsOnHolder and the hold totals
@@ -60,13 +61,9 @@ func newFacts(h *history.History) *facts {
 				c.ReleasesInfo++
 			}
 		case history.Read:
-			if h.Info.ChecksValidity && op.Type == history.OK {
-				f.uses = append(f.uses, i)
-			}
+			f.addUse(i)
 		case history.Write:
-			if h.Info.ChecksValidity && op.Type == history.OK {
-				f.uses = append(f.uses, i)
-			}
+			f.addUse(i)
 			c.Writes++
 			switch {
 			case op.Type == history.OK:
@@ -87,12 +84,25 @@ func newFacts(h *history.History) *facts {
 	if !writesSorted {
 		sortByReturn(h, f.writes)
 	}
-	f.holds = holdsOf(h, f.lock, c.AcquiresOK, f.uses)
+	f.holds = holdsOf(h, f.lock, c.AcquiresOK, f.uses, f.declines)
 	f.spans = unionHolds(f.holds)
 	for _, s := range f.spans {
 		c.HeldNs += s.End - s.Start
 	}
 	return f
+}
+
+// addUse notes read or write i of a client that checks whether it still
+// holds the lock: a successful one, or one it declined (not-held).
+func (f *facts) addUse(i int) {
+	op := &f.h.Ops[i]
+	switch {
+	case !f.h.Info.ChecksValidity:
+	case op.Type == history.OK:
+		f.uses = append(f.uses, i)
+	case op.Type == history.Fail && op.Reason == history.ReasonNotHeld:
+		f.declines = append(f.declines, i)
+	}
 }
 
 // sortByReturn orders writes by completion time, which the controller

@@ -177,7 +177,7 @@ func TestGolden(t *testing.T) {
 			}
 			require.Equal(t, nonNil(tt.other), other, "contained and info anomalies")
 			require.Contains(t, r.Why, tt.why)
-			require.Len(t, r.Properties, 9)
+			require.Len(t, r.Properties, 10)
 			for i := 1; i < len(r.Anomalies); i++ {
 				require.LessOrEqual(t, r.Anomalies[i-1].Start, r.Anomalies[i].Start)
 			}

@@ -43,8 +43,9 @@ func Holds(h *history.History) []Hold {
 // holdsOf computes the holds from the positions of the acquires and
 // releases in h.Ops, of which n are successful acquires. uses are the
 // successful reads and writes, in order of invocation, for the validity
-// cut (nil unless the run's clients check their validity).
-func holdsOf(h *history.History, lock []int, n int, uses []int) []Hold {
+// cut, and declines the reads and writes declined as not-held (both nil
+// unless the run's clients check their validity).
+func holdsOf(h *history.History, lock []int, n int, uses, declines []int) []Hold {
 	lives := clientLives(h)
 	out := make([]Hold, 0, n)
 	type open struct {
@@ -138,7 +139,7 @@ func holdsOf(h *history.History, lock []int, n int, uses []int) []Hold {
 		finish(o)
 	}
 	if h.Info.ChecksValidity {
-		cutAtValidity(h, out, uses)
+		cutAtValidity(h, out, uses, declines)
 	}
 	// Holds close in order of their ends: nearly sorted by start already.
 	slices.SortFunc(out, func(a, b Hold) int {
@@ -163,6 +164,23 @@ func clientLives(h *history.History) map[int][]history.Client {
 	for _, l := range m {
 		sort.SliceStable(l, func(i, j int) bool { return l[i].Start < l[j].Start })
 	}
+	// A process killed by the crash-client fault stopped using the lock
+	// when the kill was sent (the fault's start), not when the controller
+	// saw it exit: the kernel closes its connections in between, and a
+	// server that frees a session's locks then (MariaDB's GET_LOCK, a
+	// transaction's row lock) may grant the lock before the exit is seen.
+	for _, f := range h.Faults {
+		if f.Name != "crash-client" || f.Client <= 0 {
+			continue
+		}
+		l := m[f.Client]
+		for k := range l {
+			if l[k].Start <= f.Start && f.Start < l[k].End {
+				l[k].End = f.Start
+				break
+			}
+		}
+	}
 	return m
 }
 
@@ -186,31 +204,45 @@ func lifeEnd(lives []history.Client, t int64) int64 {
 
 // cutAtValidity ends each hold that carries a validity at
 // max(ValidUntil, completion of the client's last successful read or write
-// during the hold), when that comes before the hold's end. uses are the
-// successful reads and writes in order of invocation.
-func cutAtValidity(h *history.History, holds []Hold, uses []int) {
-	byClient := map[int][]int{}
-	for _, i := range uses {
-		c := h.Ops[i].Client
-		byClient[c] = append(byClient[c], i)
+// during the hold), when that comes before the hold's end. A hold without
+// a validity during which the client declined to use the resource (its
+// lock told it the lock was lost: zk-strict after a suspended session)
+// ends the same way at max(its start, that last successful use): the
+// client surely believed it held the lock only until then. uses and
+// declines are in order of invocation.
+func cutAtValidity(h *history.History, holds []Hold, uses, declines []int) {
+	byClient := func(ops []int) map[int][]int {
+		m := map[int][]int{}
+		for _, i := range ops {
+			c := h.Ops[i].Client
+			m[c] = append(m[c], i)
+		}
+		return m
+	}
+	used, declined := byClient(uses), byClient(declines)
+	// before returns the last of ops (one client's, by invocation) invoked
+	// in [from, to), or nil.
+	before := func(ops []int, from, to int64) *history.Operation {
+		j := sort.Search(len(ops), func(j int) bool { return h.Ops[ops[j]].Call >= to })
+		if j > 0 && h.Ops[ops[j-1]].Call >= from {
+			return &h.Ops[ops[j-1]]
+		}
+		return nil
 	}
 	for k := range holds {
 		hd := &holds[k]
-		if hd.ValidUntil == 0 {
-			continue
-		}
-		end := hd.ValidUntil
-		if us := byClient[hd.Client]; len(us) > 0 {
-			// The last use invoked before the hold's end.
-			j := sort.Search(len(us), func(j int) bool { return h.Ops[us[j]].Call >= hd.BelievedEnd })
-			if j > 0 {
-				if u := &h.Ops[us[j-1]]; u.Call >= hd.Start {
-					end = max(end, u.Return)
-				}
+		end, reason := hd.ValidUntil, "validity"
+		if end == 0 {
+			if before(declined[hd.Client], hd.Start, hd.BelievedEnd) == nil {
+				continue
 			}
+			end, reason = hd.Start, "declined"
+		}
+		if u := before(used[hd.Client], hd.Start, hd.BelievedEnd); u != nil {
+			end = max(end, u.Return)
 		}
 		if end < hd.End {
-			hd.End, hd.EndReason = end, "validity"
+			hd.End, hd.EndReason = end, reason
 		}
 	}
 }

@@ -42,6 +42,23 @@ func TestHolds(t *testing.T) {
 			b.use(1, true, 2, 400, history.OK) // before the acquire returned
 			b.rel(1, 501, 502, "a", history.OK, "a")
 		}, []span{{1, 11, 111, "validity"}}},
+		{"no validity: a client that declines the resource held the lock until its last use", false, true, func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.use(1, false, 2, 3, history.OK)
+			b.use(1, true, 4, 40, history.OK) // frozen in the middle: it still used it
+			b.use(1, false, 300, 301, history.Fail)
+			b.rel(1, 302, 303, "a", history.OK, "a")
+		}, []span{{1, 1, 40, "declined"}}},
+		{"no validity: no decline, the release ends it", false, true, func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.use(1, true, 4, 40, history.OK)
+			b.rel(1, 302, 303, "a", history.OK, "a")
+		}, []span{{1, 1, 302, "release"}}},
+		{"no validity: declined before any use, the hold is its acquire's return", false, true, func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.use(1, false, 200, 201, history.Fail)
+			b.rel(1, 202, 203, "a", history.OK, "a")
+		}, []span{{1, 1, 1, "declined"}}},
 		{"validity ignored when the run does not say the clients check it", false, false, func(b *hb) {
 			b.acqValid(1, 0, 1, "a", 100)
 			b.rel(1, 501, 502, "a", history.OK, "a")
@@ -91,6 +108,14 @@ func TestHolds(t *testing.T) {
 			b.acq(1, 11, 12, "b")
 			b.rel(1, 15, 16, "b", history.OK, "b")
 		}, []span{{1, 1, 4, "client-exit"}, {1, 12, 15, "release"}}},
+		{"a crashed holder's hold ends when the kill is sent", false, false, func(b *hb) {
+			b.clientLife(1, 0, 6)
+			b.acq(1, 0, 1, "a")
+			b.fault++
+			b.add(4, history.Event{Type: history.FaultStart, Fault: "crash-client", FaultID: b.fault, Target: "client 1", Client: 1})
+			b.add(6.5, history.Event{Type: history.FaultEnd, Fault: "crash-client", FaultID: b.fault, Target: "client 1", Client: 1})
+			b.acq(2, 5, 5.5, "b") // the server freed the session's lock before the exit was seen
+		}, []span{{1, 1, 4, "client-exit"}, {2, 5.5, 7.5, "end-of-history"}}},
 		{"a hold in a second life ends with that life", false, false, func(b *hb) {
 			b.clientLife(1, 0, 4)
 			b.clientLife(1, 10, 30)

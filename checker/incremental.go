@@ -38,12 +38,19 @@ type Incremental struct {
 	faults map[int64]int   // FaultID -> position in h.Faults
 	byCli  map[int][]int64 // client -> its open OpIDs
 	queue  []int           // positions in h.Ops not yet read by the sweep, by invocation
+	held   map[int]*held   // client -> what it believes it holds (RunInfo.Session runs)
 	last   int64           // time of the latest event
 	ended  bool
 
 	verdict Status // Pass while nothing is known against; Fail or Unknown once decided
 	found   []Anomaly
 	detail  string
+}
+
+// held is a client's hold as an Incremental tracks it for a session lock.
+type held struct {
+	owner string
+	depth int
 }
 
 // NewIncremental returns a checker for a run with the given header.
@@ -63,6 +70,7 @@ func NewIncremental(info history.RunInfo, opts Options) *Incremental {
 		open:    map[int64]int{},
 		faults:  map[int64]int{},
 		byCli:   map[int][]int64{},
+		held:    map[int]*held{},
 		verdict: Pass,
 	}
 }
@@ -80,6 +88,9 @@ func (in *Incremental) Add(e history.Event) []Anomaly {
 		if e.Op != history.Acquire && e.Op != history.Release {
 			return nil
 		}
+		if e.Op == history.Release {
+			in.released(e.Client)
+		}
 		in.open[e.OpID] = len(in.h.Ops)
 		in.byCli[e.Client] = append(in.byCli[e.Client], e.OpID)
 		in.queue = append(in.queue, len(in.h.Ops))
@@ -95,6 +106,7 @@ func (in *Incremental) Add(e history.Event) []Anomaly {
 		}
 		in.complete(i, e)
 	case history.ClientExit:
+		in.sessionEnd(e.Client, e.Time)
 		// The process's running operations never answer: indeterminate.
 		for _, id := range in.byCli[e.Client] {
 			if i, ok := in.open[id]; ok {
@@ -104,6 +116,9 @@ func (in *Incremental) Add(e history.Event) []Anomaly {
 	case history.FaultStart:
 		in.faults[e.FaultID] = len(in.h.Faults)
 		in.h.Faults = append(in.h.Faults, history.Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Detail: e.Detail, Start: e.Time, End: history.Never})
+		if e.Fault == "crash-client" && e.Client > 0 {
+			in.sessionEnd(e.Client, e.Time) // as Holds ends the hold (clientLives)
+		}
 	case history.FaultEnd:
 		if i, ok := in.faults[e.FaultID]; ok {
 			in.h.Faults[i].End = e.Time
@@ -137,6 +152,40 @@ func (in *Incremental) complete(i int, e history.Event) {
 		o.Owner = e.Owner
 	}
 	o.Removed, o.Reason, o.Error = e.Removed, e.Reason, e.Error
+	if o.Op == history.Acquire && o.Type == history.OK && in.h.Info.Session {
+		if h := in.held[o.Client]; h != nil && in.h.Info.Reentrant {
+			h.depth++
+		} else if h == nil {
+			in.held[o.Client] = &held{owner: o.Owner, depth: 1}
+		}
+	}
+}
+
+// released notes client's release invocation: it ends the hold (its last
+// level, on a reentrant lock).
+func (in *Incremental) released(client int) {
+	if h := in.held[client]; h != nil {
+		if h.depth--; h.depth <= 0 || !in.h.Info.Reentrant {
+			delete(in.held, client)
+		}
+	}
+}
+
+// sessionEnd adds, for a lock that dies with its client's session, the
+// indeterminate releases by which the server frees what client held when
+// its process ended at t, as withSessionEnds does for Check.
+func (in *Incremental) sessionEnd(client int, t int64) {
+	h := in.held[client]
+	if h == nil || !in.h.Info.Session {
+		return
+	}
+	delete(in.held, client)
+	for range h.depth {
+		in.queue = append(in.queue, len(in.h.Ops))
+		op := sessionEndOp(client, -int64(len(in.h.Ops))-1, h.owner, t, t)
+		op.Index = len(in.h.Ops)
+		in.h.Ops = append(in.h.Ops, op)
+	}
 }
 
 // advance lets the sweep read every event it safely can.

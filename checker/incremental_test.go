@@ -42,9 +42,18 @@ func TestIncrementalAgrees(t *testing.T) {
 	decided := 0
 	for i := range n {
 		var out histgen.Output
-		if i%2 == 0 {
+		switch {
+		case i%4 == 2:
+			out = histgen.ChaosRW(uint64(i), 3+i%10)
+		case i%2 == 0:
 			out = histgen.Chaos(uint64(i), 3+i%10)
-		} else {
+		case i%4 == 3:
+			out = histgen.Generate(histgen.Config{
+				Seed: uint64(i), Clients: 2 + rng.IntN(3), Ops: 20 + rng.IntN(40), ReadWrite: true,
+				Indeterminate: []float64{0, 0.1}[rng.IntN(2)], Lease: rng.IntN(2) == 0,
+				TTL: time.Duration(2+rng.IntN(6)) * time.Millisecond, DoubleHolders: rng.IntN(2), ReadersUnderWriter: rng.IntN(2),
+			})
+		default:
 			out = histgen.Generate(histgen.Config{
 				Seed: uint64(i), Clients: 2 + rng.IntN(3), Ops: 20 + rng.IntN(40),
 				Indeterminate: []float64{0, 0.1}[rng.IntN(2)], Lease: rng.IntN(2) == 0,

@@ -19,13 +19,7 @@ import (
 
 // checkLinearizable decides the linearizable property.
 func checkLinearizable(f *facts, opts Options) (Property, []Anomaly) {
-	h := f.h
-	if h.Info.ReadWrite {
-		// The engines' model (lockModel) is an exclusive lock; a shared
-		// mode needs a set of holders in its state (see checker/README.md).
-		return Property{Name: "linearizable", Engine: EngineLock, Status: Skipped,
-			Detail: "read-write locks are not modelled yet: the interval checks (double holder, lost update, fencing) decide"}, nil
-	}
+	h := withSessionEnds(f.h, f.holds)
 	ops, dropped, m := prepareLock(h, int64(opts.Slack))
 	if opts.Engine == EnginePorcupine {
 		return checkPorcupine(h, ops, m, opts)
@@ -142,3 +136,78 @@ func (s *sweep) statsDetail() string {
 
 // witnessBudget bounds the time spent shrinking a witness.
 const witnessBudget = 2 * time.Second
+
+// withSessionEnds returns h with, for a lock that dies with its client's
+// session (RunInfo.Session), an indeterminate release by the holder where
+// a hold ended with its client's process: the server frees the lock when
+// the connection closes or the session expires, at a moment the history
+// does not record. One release per level the client held (reentrant
+// locks). h itself when there is none to add.
+func withSessionEnds(h *history.History, holds []Hold) *history.History {
+	if !h.Info.Session {
+		return h
+	}
+	var ends []history.Operation
+	nextID := int64(0)
+	for i := range h.Ops {
+		nextID = max(nextID, h.Ops[i].OpID)
+	}
+	for _, hd := range holds {
+		if hd.EndReason != "client-exit" {
+			continue
+		}
+		levels := 1
+		if h.Info.Reentrant {
+			levels = 0
+			for i := hd.AcquireIndex; i < len(h.Ops) && h.Ops[i].Call < hd.End; i++ {
+				op := &h.Ops[i]
+				if op.Client != hd.Client {
+					continue
+				}
+				switch {
+				case op.Op == history.Acquire && op.Type == history.OK:
+					levels++
+				case op.Op == history.Release && op.Type == history.OK:
+					levels--
+				}
+			}
+			levels = max(levels, 1)
+		}
+		for range levels {
+			nextID++
+			ends = append(ends, sessionEndOp(hd.Client, nextID, hd.Owner, hd.End, history.Never))
+		}
+	}
+	if len(ends) == 0 {
+		return h
+	}
+	slices.SortStableFunc(ends, func(a, b history.Operation) int { return cmpInt64(a.Call, b.Call) })
+	ops := make([]history.Operation, 0, len(h.Ops)+len(ends))
+	k := 0
+	for i := range h.Ops {
+		for k < len(ends) && ends[k].Call < h.Ops[i].Call {
+			ops = append(ops, ends[k])
+			k++
+		}
+		ops = append(ops, h.Ops[i])
+	}
+	ops = append(ops, ends[k:]...)
+	for i := range ops {
+		ops[i].Index = i
+	}
+	h2 := *h
+	h2.Ops = ops
+	return &h2
+}
+
+// sessionEndOp is the indeterminate release, invoked at t by owner's
+// client, by which the server frees a session lock whose client's process
+// ended (withSessionEnds, Incremental.sessionEnd); completed is when its
+// completion counts as recorded (history.Never for none).
+func sessionEndOp(client int, opID int64, owner string, t, completed int64) history.Operation {
+	return history.Operation{
+		Client: client, Op: history.Release, OpID: opID, Call: t, Return: history.Never,
+		Type: history.Info, Owner: owner, ValidUntil: history.Never, Completed: completed,
+		Error: "the client's process ended: the server frees its session's lock",
+	}
+}

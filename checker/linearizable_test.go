@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,7 @@ func TestLinearizable(t *testing.T) {
 	tests := []struct {
 		name    string
 		lease   bool
+		ttl     int64 // ms; default 1000
 		build   func(b *hb)
 		status  Status
 		ops     []int64 // must be named by the anomaly
@@ -157,6 +159,24 @@ func TestLinearizable(t *testing.T) {
 			b.acq(1, 0, 10, "a")
 			b.acq(2, 500, 510, "b")
 		}},
+		{name: "a release before its deadline, then a failed acquire after it", lease: true, ttl: 10, status: Pass, build: func(b *hb) {
+			// Client 1's release must come before its lease surely
+			// expires (16 ms), and client 2's grant before client 3's
+			// failure: placing the failure first, where the lock is
+			// still client 1's, leaves the release no room.
+			b.acq(1, 0, 1, "a")
+			b.acq(2, 14, 31, "b")
+			b.rel(1, 15, 30, "a", history.OK, "a")
+			b.acqFail(3, 20, 21, history.ReasonHeld)
+			b.rel(2, 40, 41, "b", history.OK, "b")
+		}},
+		{name: "the same without the room for the grant", lease: true, ttl: 10, status: Fail, build: func(b *hb) {
+			b.acq(1, 0, 1, "a")
+			b.acq(2, 17, 31, "b")
+			b.rel(1, 17, 30, "a", history.OK, "a")
+			b.acqFail(3, 20, 21, history.ReasonHeld)
+			b.rel(2, 40, 41, "b", history.OK, "b")
+		}},
 		{name: "lease release ok after expiry", lease: true, status: Fail, build: func(b *hb) {
 			b.acq(1, 0, 10, "a")
 			b.rel(1, 2000, 2001, "a", history.OK, "")
@@ -178,6 +198,9 @@ func TestLinearizable(t *testing.T) {
 				b := newHB()
 				if tt.lease {
 					b.info.Lease, b.info.TTLMillis = true, 1000
+					if tt.ttl > 0 {
+						b.info.TTLMillis = tt.ttl
+					}
 				}
 				tt.build(b)
 				h := b.build(t)
@@ -218,4 +241,46 @@ func TestLinearizableUnknown(t *testing.T) {
 		require.Equal(t, Unknown, p.Status)
 		require.Contains(t, p.Detail, "timed out")
 	})
+}
+
+// TestLinearizableReadWrite: Check decides the linearizable property of a
+// read-write run (readers share, a writer excludes) with the lock sweep:
+// generated valid histories pass, and one with a reader granted under a
+// writer, or a writer granted over a holder, fails at that grant.
+func TestLinearizableReadWrite(t *testing.T) {
+	failed := 0
+	for seed := range uint64(20) {
+		cfg := histgen.Config{Seed: seed, Clients: 2 + int(seed%8), Ops: 1500, ReadWrite: true,
+			Lease: seed%2 == 0, Indeterminate: []float64{0, 0.01}[seed%4/2]}
+		if seed%3 == 0 {
+			cfg.ReadersUnderWriter, cfg.DoubleHolders = 1, int(seed%2)
+		}
+		out := histgen.Generate(cfg)
+		h, err := out.History()
+		require.NoError(t, err)
+		r := Check(h, DefaultOptions())
+		var lin Property
+		for _, p := range r.Properties {
+			if p.Name == "linearizable" {
+				lin = p
+			}
+		}
+		if out.Injected.Total() == 0 {
+			require.Equal(t, Pass, lin.Status, "seed %d: %s", seed, lin.Detail)
+			require.Equal(t, EngineLock, lin.Engine)
+			continue
+		}
+		require.Equal(t, Fail, lin.Status, "seed %d: %s", seed, lin.Detail)
+		failed++
+		var a *Anomaly
+		for k := range r.Anomalies {
+			if r.Anomalies[k].Kind == KindNonLinearizable {
+				a = &r.Anomalies[k]
+			}
+		}
+		require.NotNil(t, a)
+		first := slices.Min(append(slices.Clone(out.Injected.ReadersUnderWriter), out.Injected.DoubleHolders...))
+		require.Contains(t, a.Ops, first, "seed %d: %s", seed, a.Explanation)
+	}
+	require.Positive(t, failed)
 }

@@ -263,11 +263,9 @@ func (s *sweep) usedLE(a, b *config) bool {
 // with s.capacity, all but using more than capacity of a pool b has left).
 func (s *sweep) dominates(a, b *config) bool {
 	m := s.m
-	if a.s.client != b.s.client || a.s.owner != b.s.owner || a.s.depth != b.s.depth {
-		return false
-	}
-	if !slices.Equal(a.lin, b.lin) && !s.linCovers(a, b) {
-		return false
+	if a.s.client != b.s.client || a.s.owner != b.s.owner || a.s.depth != b.s.depth || a.s.readers != b.s.readers ||
+		(!slices.Equal(a.lin, b.lin) && !s.linCovers(a, b)) || (s.reach && !s.usedLE(a, b)) {
+		return s.reach && s.reaches(a, b)
 	}
 	if !s.usedLE(a, b) {
 		// Approximate (first pass): when a lost acquire of any client
@@ -401,11 +399,12 @@ func (s *sweep) phantom(st lockState) bool {
 const orphanPool int32 = -2
 
 // pool holds the indeterminate acquires or releases of one client and
-// owner, in order of invocation.
+// owner (and mode: read-write locks), in order of invocation.
 type pool struct {
 	kind   linKind
 	client int32
 	owner  int32
+	shared bool
 	ops    []int32
 	live   int32 // with a horizon: the operations before live expired
 }
@@ -434,7 +433,10 @@ type sweep struct {
 	deferred       []int32 // expand: running no-op operations of the node explored
 	deferDone      []bool
 	bufNoop        []lockState
+	bufReach       []lockState
+	reach          bool    // prune (read-write): dominance may place moves (reaches)
 	cur            *config // expand: the node explored
+	x              int32   // expand: the returning operation
 	node           config
 
 	// capacity, when not 0, makes dominance approximate: pools with at
@@ -546,13 +548,13 @@ func (s *sweep) addToPool(i int32) {
 		// Lost acquires of one client and owner are interchangeable but
 		// for their invocation.
 		for _, id := range s.iaPools[op.client] {
-			if s.pools[id].owner == op.owner {
+			if s.pools[id].owner == op.owner && s.pools[id].shared == op.shared {
 				s.pools[id].ops = append(s.pools[id].ops, i)
 				return
 			}
 		}
 		id := int32(len(s.pools))
-		s.pools = append(s.pools, pool{kind: linAcquire, client: op.client, owner: op.owner, ops: []int32{i}})
+		s.pools = append(s.pools, pool{kind: linAcquire, client: op.client, owner: op.owner, shared: op.shared, ops: []int32{i}})
 		s.iaPools[op.client] = append(s.iaPools[op.client], id)
 		s.iaIDs = append(s.iaIDs, id)
 		return
@@ -615,6 +617,14 @@ func (s *sweep) ret(i int32) {
 		}
 		if op.out == outHeld && op.call <= c.tau {
 			s.next = append(s.next, *c)
+			continue
+		}
+		if op.out == outHeld && c.s.held() && s.heldCommutes(c) {
+			// Held: the failed acquire only moves the clock. Every move
+			// that could go first can go after it to the same effect
+			// (heldCommutes), so this is the one placement to keep.
+			ns := s.m.at(c.s, op.call)
+			s.emit(c, i, -1, true, ns, ns.now)
 			continue
 		}
 		// An operation that changes nothing in c commutes with every
@@ -683,7 +693,7 @@ func (s *sweep) expand(c *config, x int32) {
 				s.deferDone = append(s.deferDone, false)
 			}
 		}
-		s.cur = d
+		s.cur, s.x = d, x
 		s.apply(d, x, -1, true)
 		for _, y := range s.inflight {
 			if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
@@ -698,9 +708,47 @@ func (s *sweep) expand(c *config, x int32) {
 	}
 }
 
+// heldCommutes reports, for a configuration c whose lock is held and a
+// failed acquire x returning now (which placed in c only moves the clock to
+// its invocation at most), whether every sequence of moves that could go
+// before x can go after it, to the same state: then placing x at once is
+// the only placement worth keeping (just in time, the moves come when a
+// later return needs them).
+//
+// A move placed at a later point has the same effect: taking the lock
+// (possibly over an expired lease) or nesting or releasing it only depends
+// on the point through the point itself, which stays within the running
+// operation's interval (it returns at or after now). The one exception is a
+// successful release's deadline: the holder's lease may surely expire
+// between c's clock and x's invocation. Every other holder a move can
+// install has a deadline after now (a running acquire returns at or after
+// now; a lost one has none).
+func (s *sweep) heldCommutes(c *config) bool {
+	if !s.m.lease || (c.s.readers == 0 && s.m.deadline(c.s) >= s.t) {
+		return true
+	}
+	for _, y := range s.inflight {
+		if op := &s.ops[y]; op.kind == linRelease && op.out == outOK && s.m.deadlineOwned(c.s, op) < s.t && c.hasLin(y) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // noop reports whether y, placed in state st, changes nothing but the clock.
 func (s *sweep) noop(st lockState, y int32) bool {
 	op := &s.ops[y]
+	if s.m.rw && op.out != outUnknown {
+		// Without building the states: a successful acquire or release
+		// changes the lock (or cannot be placed), a refused release
+		// changes nothing unless its client holds a part of it.
+		switch {
+		case op.out == outOK:
+			return false
+		case op.kind == linRelease && op.out == outNotOwner:
+			return !s.m.ownsAny(st, op)
+		}
+	}
 	s.bufNoop = s.m.stepInto(s.bufNoop[:0], st, op, op.out)
 	if len(s.bufNoop) != 1 {
 		return false
@@ -708,6 +756,67 @@ func (s *sweep) noop(st lockState, y int32) bool {
 	ns := s.bufNoop[0]
 	ns.now = st.now
 	return ns == st
+}
+
+// reaches reports (read-write locks) whether a, placing the running
+// operations b placed early and a did not, each with one outcome, and the
+// lost operations b used and a did not, gets to a configuration that
+// dominates b: then a can do all b can, since the
+// next return explores those moves from a again (only between returns,
+// s.reach: within one return's exploration, a's moves are what is being
+// explored). Readers come and go in any order, and without it the
+// configurations that placed some of the running reads early and not
+// others would all stay open.
+func (s *sweep) reaches(a, b *config) bool {
+	if len(a.lin) > len(b.lin) || (len(a.lin) == len(b.lin) && usedTotal(a.used) >= usedTotal(b.used)) {
+		return false
+	}
+	st, j := a.s, 0
+	for _, y := range b.lin {
+		if j < len(a.lin) && a.lin[j] == y {
+			j++
+			continue
+		}
+		op := &s.ops[y]
+		s.bufReach = s.m.stepInto(s.bufReach[:0], st, op, op.out)
+		if len(s.bufReach) != 1 {
+			return false
+		}
+		st = s.bufReach[0]
+	}
+	if j != len(a.lin) || !s.usedLE(a, b) {
+		return false
+	}
+	// The lost operations b used and a did not, oldest first, each with
+	// its effect.
+	for _, u := range b.used {
+		p := &s.pools[u.pool]
+		for k := max(a.usedOf(u.pool), p.live); k < u.n; k++ {
+			op := &s.ops[p.ops[k]]
+			s.bufReach = s.m.stepInto(s.bufReach[:0], st, op, op.out)
+			switch len(s.bufReach) {
+			case 1:
+				st = s.bufReach[0]
+			case 2:
+				st = s.bufReach[1]
+			default:
+				return false
+			}
+		}
+	}
+	na := *a
+	na.s, na.lin, na.used = st, b.lin, b.used
+	switch {
+	case st.held() && s.m.lease:
+		na.tau = st.now
+	case st.held():
+		na.tau = history.Never
+	case a.s.held() && s.m.lease:
+		na.tau = st.now
+	case a.s.held():
+		na.tau = s.t
+	}
+	return s.dominates(&na, b)
 }
 
 // linCovers reports whether the running operations b placed early are
@@ -733,7 +842,7 @@ func (s *sweep) linCovers(a, b *config) bool {
 // placeDeferred, when a step takes the lock from d.s to ns, explores d with
 // each deferred operation placed first whose doing in ns would differ.
 func (s *sweep) placeDeferred(d *config, ns lockState) {
-	if len(s.deferred) == 0 || (ns.client == d.s.client && ns.owner == d.s.owner && ns.depth == d.s.depth) {
+	if len(s.deferred) == 0 || (ns.client == d.s.client && ns.owner == d.s.owner && ns.depth == d.s.depth && ns.readers == d.s.readers) {
 		return
 	}
 	for k, y := range s.deferred {
@@ -809,6 +918,10 @@ func (s *sweep) poolMoves(d *config, x int32) {
 		}
 		return
 	}
+	if s.m.rw {
+		s.poolMovesRW(d, tryIA)
+		return
+	}
 	for _, id := range s.irPools[st.client] {
 		p := &s.pools[id]
 		if u := s.avail(d, id); u < int32(len(p.ops)) && s.m.owns(st, &s.ops[p.ops[u]]) {
@@ -828,12 +941,186 @@ func (s *sweep) poolMoves(d *config, x int32) {
 	s.nest = false
 }
 
+// poolMovesRW tries the indeterminate operations that can change d's
+// read-write lock, held: any lost acquire (a reader may join readers, and
+// a lease may have run out), and the lost releases of its holders.
+func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
+	st := d.s
+	for _, id := range s.iaIDs {
+		tryIA(id)
+	}
+	tryIR := func(client int32) {
+		for _, id := range s.irPools[client] {
+			p := &s.pools[id]
+			if u := s.avail(d, id); u < int32(len(p.ops)) && s.m.ownsAny(st, &s.ops[p.ops[u]]) {
+				s.apply(d, p.ops[u], id, false)
+			}
+		}
+	}
+	if st.client != 0 {
+		tryIR(st.client)
+	}
+	prev := int32(0)
+	for _, r := range s.m.readersOf(st) {
+		if r.client != prev {
+			tryIR(r.client)
+			prev = r.client
+		}
+	}
+}
+
+// rwDeferrable reports (read-write locks) whether move y, a reader joining
+// or leaving d's lock, can wait until after the returning operation x
+// (s.x): readers joining and leaving commute with each other and with
+// every operation that does not need them, so only the moves x may need
+// go first (just in time), and the others no earlier than the return that
+// needs them. With a lease, when a writer may take over expired readers
+// before x, every move may be needed. Otherwise a join is needed by a
+// failed acquire (which needs a holder), by x of the same client (its
+// release, a nested acquire), by a running release of its own client, or,
+// for a running one, by a writer (x or one before it) that would keep it
+// out until it returns when it can also leave before (lease, or a lost
+// release of its client); a
+// leave by x of the same client, when its successful release must come
+// before the reader's lease surely runs out, and to make way for a writer
+// (x, or one that may take the lock before x): then every reader must
+// leave, and the leaves commute, so they are tried in the order of the
+// readers.
+func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
+	if d.s.client != 0 {
+		return false // a writer holds: the move is not a reader's
+	}
+	x := &s.ops[s.x]
+	if x.client == y.client || (y.kind == linAcquire && !y.shared) {
+		return false
+	}
+	writerOK := x.kind == linAcquire && !x.shared && x.out == outOK
+	// With a lease, a writer may take over expired readers: whether a
+	// reader joined or left before that matters.
+	takeover := s.m.lease && s.mayExpire(d.s, y) && (writerOK || s.writerOf(d, -1))
+	if y.kind == linAcquire {
+		// A running reader may have to join before a writer that would
+		// keep it out until it returns, when it can also leave first (a
+		// lost release of its client, or a lease).
+		if y.ret != history.Never && s.joinBeforeWriter(d, x, writerOK, y) {
+			return false
+		}
+		return !(takeover || x.out == outHeld || s.releasing(d, y.client))
+	}
+	// A release: of a reader of its client, or a no-op.
+	if s.m.lease && !s.m.renews && y.out == outOK {
+		for _, r := range s.m.readersOf(d.s) {
+			if r.client == y.client && satAdd(r.acqRet, s.m.ttl+s.m.slack) < s.t {
+				return false
+			}
+		}
+	}
+	if takeover {
+		return false
+	}
+	if writerOK || s.writerOf(d, x.client) || (s.m.lease && s.writerOf(d, -1)) {
+		// To make way for a writer, every reader must leave: in the order
+		// of the readers (leaves commute), the first one first.
+		rs := s.m.readersOf(d.s)
+		return len(rs) > 0 && rs[0].client != y.client
+	}
+	return true
+}
+
+// mayExpire reports (lease) whether a reader of st, or the one y would
+// add, may have expired by now: a writer may take it over.
+func (s *sweep) mayExpire(st lockState, y *lockOp) bool {
+	e := s.m.life()
+	if y.kind == linAcquire && satAdd(y.call, e) <= s.t {
+		return true
+	}
+	for _, r := range s.m.readersOf(st) {
+		if satAdd(r.acqCall, e) <= s.t {
+			return true
+		}
+	}
+	return false
+}
+
+// joinBeforeWriter reports whether running read acquire y may have to
+// join before a writer (x, or one that may take the lock before x): the
+// writer would keep it out until it returns (no lease, or the writer's
+// lease cannot have expired by then), and y can be gone before the writer
+// (a lost release of its client, or its own lease may have expired).
+func (s *sweep) joinBeforeWriter(d *config, x *lockOp, writerOK bool, y *lockOp) bool {
+	e := s.m.life()
+	if !s.lostRelease(d, y.client) && !(s.m.lease && satAdd(y.call, e) <= s.t) {
+		return false
+	}
+	blocks := func(w *lockOp) bool { return !s.m.lease || satAdd(w.call, e) > y.ret }
+	if writerOK && blocks(x) {
+		return true
+	}
+	for _, k := range s.inflight {
+		if w := &s.ops[k]; w.kind == linAcquire && !w.shared && w.out == outOK && d.hasLin(k) < 0 && blocks(w) {
+			return true
+		}
+	}
+	for _, id := range s.iaIDs {
+		p := &s.pools[id]
+		if u := s.avail(d, id); !p.shared && u < int32(len(p.ops)) && blocks(&s.ops[p.ops[u]]) {
+			return true
+		}
+	}
+	return false
+}
+
+// lostRelease reports whether client has a lost release left for d.
+func (s *sweep) lostRelease(d *config, client int32) bool {
+	for _, id := range s.irPools[client] {
+		if s.avail(d, id) < int32(len(s.pools[id].ops)) {
+			return true
+		}
+	}
+	return false
+}
+
+// releasing reports whether client has a running release not placed in
+// d: a reader joining may be what it releases.
+func (s *sweep) releasing(d *config, client int32) bool {
+	for _, y := range s.inflight {
+		if op := &s.ops[y]; op.client == client && op.kind == linRelease && d.hasLin(y) < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// writerOf reports whether client (any client: -1) may take the write
+// lock before the operation returning now: it has a running write acquire
+// or a lost one left (then the readers may have to leave first).
+func (s *sweep) writerOf(d *config, client int32) bool {
+	for _, y := range s.inflight {
+		if op := &s.ops[y]; (client < 0 || op.client == client) && op.kind == linAcquire && !op.shared && op.out == outOK && d.hasLin(y) < 0 {
+			return true
+		}
+	}
+	ids := s.iaIDs
+	if client >= 0 {
+		ids = s.iaPools[client]
+	}
+	for _, id := range ids {
+		if p := &s.pools[id]; !p.shared && s.avail(d, id) < int32(len(p.ops)) {
+			return true
+		}
+	}
+	return false
+}
+
 // apply places y in d, in every way the model allows. Terminal: y is the
 // returning operation, and the results go to s.next; otherwise y is a move
 // (from pool, or a running operation when pool < 0) and the results are
 // explored further unless dominated.
 func (s *sweep) apply(d *config, y int32, pool int32, terminal bool) {
 	op := &s.ops[y]
+	if !terminal && s.m.rw && s.rwDeferrable(d, op) {
+		return
+	}
 	s.buf2 = s.m.stepInto(s.buf2[:0], d.s, op, op.out)
 	states := s.buf2
 	if len(states) == 0 {
@@ -850,7 +1137,7 @@ func (s *sweep) apply(d *config, y int32, pool int32, terminal bool) {
 			s.stats.Restricted++
 			continue // expired (restricted model)
 		}
-		if pool >= 0 && op.kind == linAcquire && ns.depth > d.s.depth && d.s.held() && !s.nest {
+		if pool >= 0 && op.kind == linAcquire && ns.depth > d.s.depth && d.s.client != 0 && !s.nest {
 			continue // a nested lost acquire, not needed yet (poolMoves)
 		}
 		s.emit(d, y, pool, terminal, ns, ns.now)
@@ -907,7 +1194,7 @@ func (s *sweep) emit(d *config, y int32, pool int32, terminal bool, ns lockState
 		nd.tau = s.t
 	}
 	op := &s.ops[y]
-	if isHeld && op.kind == linAcquire && ns.depth == 1 && ns != d.s {
+	if isHeld && op.kind == linAcquire && ns != d.s && (ns.depth == 1 || (ns.readers != d.s.readers && ns.client == 0)) {
 		nd.grant = y
 		nd.lost = pool >= 0 && !terminal
 		if ns.owner == ownerFresh && s.phantom(ns) {
@@ -950,7 +1237,7 @@ func (s *sweep) prune() {
 		return
 	}
 	sameHolder := func(a, b *config) bool {
-		return a.s.client == b.s.client && a.s.owner == b.s.owner && a.s.depth == b.s.depth
+		return a.s.client == b.s.client && a.s.owner == b.s.owner && a.s.depth == b.s.depth && a.s.readers == b.s.readers
 	}
 	// Only configurations with the same holder can dominate each other:
 	// group them (by index: configurations are large to move).
@@ -967,17 +1254,22 @@ func (s *sweep) prune() {
 			if a.owner != b.owner {
 				return cmpInt64(int64(a.owner), int64(b.owner))
 			}
+			if a.readers != b.readers {
+				return cmpInt64(int64(a.readers), int64(b.readers))
+			}
 			return cmpInt64(int64(a.depth), int64(b.depth))
 		})
 	}
 	s.keep = append(s.keep[:0], make([]bool, n)...)
+	s.reach = s.m.rw && n <= rwPruneAll
+	defer func() { s.reach = false }()
 	for a := 0; a < n; {
 		b := a + 1
 		for b < n && sameHolder(&s.next[s.order[a]], &s.next[s.order[b]]) {
 			b++
 		}
-		if n <= 8 {
-			b = n
+		if n <= 8 || (s.m.rw && n <= rwPruneAll) {
+			b = n // (read-write: see reaches)
 		}
 		for x := a; x < b; x++ {
 			i := s.order[x]
@@ -1001,6 +1293,11 @@ func (s *sweep) prune() {
 	}
 	s.next = out
 }
+
+// rwPruneAll is the most configurations that prune compares all with all
+// (read-write locks, whose dominance may place moves: see reaches);
+// beyond it, only those with the same holder, without moves.
+const rwPruneAll = 64
 
 // retHeap is a min-heap of operations by return time.
 type retHeap struct {

@@ -1,8 +1,11 @@
 package checker
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/locktest/locktest/history"
 )
@@ -43,6 +46,8 @@ type lockOp struct {
 	// done is, for an indeterminate operation, when its client gave up on
 	// it (the time its completion was recorded; Never when none was).
 	done int64
+	// shared: an acquire in read mode (of a read-write lock).
+	shared bool
 }
 
 // lockState is the model's state: who holds the lock (client 0: free) with
@@ -52,16 +57,92 @@ type lockOp struct {
 // linearization point (points are monotone and each lies in its
 // operation's [call, return]). The times are zero without a lease, where
 // they never matter, so that equal states compare equal.
+//
+// A read-write lock has either one writer (the fields above) or a set of
+// readers, each with its own owner, depth and grant times: readers names
+// the set, interned by the model (readerSets; 0: no reader), so that a
+// state stays a comparable value.
 type lockState struct {
 	client  int32
 	owner   int32
 	depth   int32
+	readers int32
 	acqCall int64
 	acqRet  int64
 	now     int64
 }
 
-func (s lockState) held() bool { return s.client != 0 }
+// held reports whether anybody holds the lock: a writer (or the holder of
+// an exclusive lock) or readers.
+func (s lockState) held() bool { return s.client != 0 || s.readers != 0 }
+
+// reader is one shared holder of a read-write lock.
+type reader struct {
+	client, owner, depth int32
+	acqCall, acqRet      int64
+}
+
+// readerSets interns the sets of readers of a read-write lock: the states
+// of the engines name a set by its index (0: the empty set). The sets are
+// sorted and never change once interned. Safe for concurrent use.
+type readerSets struct {
+	mu   sync.Mutex
+	ids  map[string]int32
+	sets [][]reader
+	key  []byte
+}
+
+func newReaderSets() *readerSets {
+	return &readerSets{ids: map[string]int32{"": 0}, sets: [][]reader{nil}}
+}
+
+// get returns set id (to read only).
+func (t *readerSets) get(id int32) []reader {
+	if id == 0 {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sets[id]
+}
+
+// intern returns the id of the set of rs (which it may reorder).
+func (t *readerSets) intern(rs []reader) int32 {
+	if len(rs) == 0 {
+		return 0
+	}
+	slices.SortFunc(rs, func(a, b reader) int {
+		switch {
+		case a.client != b.client:
+			return cmpInt64(int64(a.client), int64(b.client))
+		case a.owner != b.owner:
+			return cmpInt64(int64(a.owner), int64(b.owner))
+		case a.acqCall != b.acqCall:
+			return cmpInt64(a.acqCall, b.acqCall)
+		case a.acqRet != b.acqRet:
+			return cmpInt64(a.acqRet, b.acqRet)
+		}
+		return cmpInt64(int64(a.depth), int64(b.depth))
+	})
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := t.key[:0]
+	for _, r := range rs {
+		k = binary.LittleEndian.AppendUint32(k, uint32(r.client))
+		k = binary.LittleEndian.AppendUint32(k, uint32(r.owner))
+		k = binary.LittleEndian.AppendUint32(k, uint32(r.depth))
+		k = binary.LittleEndian.AppendUint64(k, uint64(r.acqCall))
+		k = binary.LittleEndian.AppendUint64(k, uint64(r.acqRet))
+	}
+	t.key = k
+	if id, ok := t.ids[string(k)]; ok {
+		return id
+	}
+	id := int32(len(t.sets))
+	t.ids[string(k)] = id
+	t.sets = append(t.sets, slices.Clone(rs))
+	return id
+}
 
 // ownerFresh is the owner of a lock taken by an indeterminate acquire that
 // did not name its owner: an id of its own (owners are unique per acquire),
@@ -82,22 +163,43 @@ type lockModel struct {
 	reentrant  bool
 	renews     bool // a watchdog renews the lease while the holder lives
 	ttl, slack int64
-	ow         *owners // which owner ids an acquire carries; nil: all unknown
+	// early is how long before its grant a lease may have been renewed
+	// last: a session's lease (RunInfo.Session with Renews) is older than
+	// the grant and was renewed up to TTL/3 before it, so it may expire
+	// TTL - TTL/3 after the acquire was invoked. 0 for a lease taken by
+	// the acquire itself.
+	early int64
+	ow    *owners // which owner ids an acquire carries; nil: all unknown
+	// rw: a read-write lock (shared acquires take it as readers); rs
+	// interns its reader sets.
+	rw bool
+	rs *readerSets
 }
 
 func newLockModel(info history.RunInfo, slack int64, ow *owners) lockModel {
-	return lockModel{
+	m := lockModel{
 		lease:     info.Lease && info.TTLMillis > 0,
 		reentrant: info.Reentrant,
 		renews:    info.Renews,
 		ttl:       info.TTLMillis * 1e6,
 		slack:     slack,
 		ow:        ow,
+		rw:        info.ReadWrite,
 	}
+	if info.Session && info.Renews {
+		m.early = m.ttl / 3
+	}
+	if m.rw {
+		m.rs = newReaderSets()
+	}
+	return m
 }
 
 // expiry is the earliest time s's lease may have run out.
-func (m lockModel) expiry(s lockState) int64 { return satAdd(s.acqCall, m.ttl-m.slack) }
+func (m lockModel) expiry(s lockState) int64 { return satAdd(s.acqCall, m.life()) }
+
+// life is how long after its acquire was invoked a lease surely lasts.
+func (m lockModel) life() int64 { return m.ttl - m.early - m.slack }
 
 // deadline is the latest time at which s's holder may still release it
 // successfully: its lease has surely run out after it. A renewed lease has
@@ -109,17 +211,79 @@ func (m lockModel) deadline(s lockState) int64 {
 	return satAdd(s.acqRet, m.ttl+m.slack)
 }
 
+// owns reports whether in's client owns the writer's hold of s (the hold
+// of an exclusive lock).
 func (m lockModel) owns(s lockState, in *lockOp) bool {
-	if s.client == 0 || s.client != in.client {
+	if s.client == 0 {
+		return false
+	}
+	return m.ownsHold(s.client, s.owner, in)
+}
+
+// ownsHold reports whether in's client owns a hold of client with owner.
+func (m lockModel) ownsHold(client, owner int32, in *lockOp) bool {
+	if client != in.client {
 		return false
 	}
 	switch {
-	case s.owner == in.owner, s.owner == 0, in.owner == 0:
+	case owner == in.owner, owner == 0, in.owner == 0:
 		return true
-	case s.owner == ownerFresh:
+	case owner == ownerFresh:
 		return !m.ow.isKnown(in.owner)
 	}
 	return false
+}
+
+// readersOf returns the readers of s (to read only).
+func (m lockModel) readersOf(s lockState) []reader {
+	if s.readers == 0 {
+		return nil
+	}
+	return m.rs.get(s.readers)
+}
+
+// ownsAny reports whether in's client owns a hold of s, writer or reader.
+func (m lockModel) ownsAny(s lockState, in *lockOp) bool {
+	if m.owns(s, in) {
+		return true
+	}
+	for _, r := range m.readersOf(s) {
+		if m.ownsHold(r.client, r.owner, in) {
+			return true
+		}
+	}
+	return false
+}
+
+// expiryAll is the earliest time every hold of s may have run out: when a
+// writer may take it over.
+func (m lockModel) expiryAll(s lockState) int64 {
+	e := int64(-history.Never)
+	if s.client != 0 {
+		e = m.expiry(s)
+	}
+	for _, r := range m.readersOf(s) {
+		e = max(e, satAdd(r.acqCall, m.life()))
+	}
+	return e
+}
+
+// deadlineOwned is the earliest deadline (see deadline) among the holds
+// of s that in's client owns; Never when it owns none.
+func (m lockModel) deadlineOwned(s lockState, in *lockOp) int64 {
+	d := history.Never
+	if m.owns(s, in) {
+		d = m.deadline(s)
+	}
+	if m.renews || !m.lease {
+		return d
+	}
+	for _, r := range m.readersOf(s) {
+		if m.ownsHold(r.client, r.owner, in) {
+			d = min(d, satAdd(r.acqRet, m.ttl+m.slack))
+		}
+	}
+	return d
 }
 
 // at returns s at time t (monotone) when the model tracks time.
@@ -215,8 +379,9 @@ func (m lockModel) stepInto(dst []lockState, s lockState, in *lockOp, out linOut
 	}
 	switch in.kind {
 	case linAcquire:
+		shared := m.rw && in.shared
 		if out == outHeld {
-			if s.client != 0 {
+			if s.held() {
 				return append(dst, m.at(s, lo))
 			}
 			return dst
@@ -224,11 +389,14 @@ func (m lockModel) stepInto(dst []lockState, s lockState, in *lockOp, out linOut
 		if out == outUnknown {
 			dst = append(dst, s)
 		}
+		if shared {
+			return m.readAcquire(dst, s, in, lo)
+		}
 		// take is the earliest point at which in can take the lock, or
 		// false when it cannot by in.ret.
-		take, can := lo, s.client == 0
+		take, can := lo, !s.held()
 		if !can && m.lease {
-			take = max(lo, m.expiry(s))
+			take = max(lo, m.expiryAll(s))
 			can = take <= in.ret
 		}
 		if can {
@@ -239,6 +407,9 @@ func (m lockModel) stepInto(dst []lockState, s lockState, in *lockOp, out linOut
 		}
 		return dst
 	case linRelease:
+		if s.readers != 0 {
+			return m.readRelease(dst, s, in, out, lo)
+		}
 		owns := m.owns(s, in)
 		switch out {
 		case outOK:
@@ -264,8 +435,133 @@ func (m lockModel) stepInto(dst []lockState, s lockState, in *lockOp, out linOut
 	return dst
 }
 
+// Read-write locks: a writer excludes everybody, readers share. A state has
+// a writer (client) or readers, never both.
+//
+//   - read acquire ok: no writer, or (lease) the writer's lease may have
+//     expired by p: it joins the readers. On a reentrant lock, a client
+//     that owns a reader already nests on it instead.
+//   - write acquire ok: nobody holds it, or (lease) every holder's lease may
+//     have expired by p.
+//   - acquire failed (held), read or write: somebody holds it. A reader
+//     refused while only readers hold the lock is allowed: a
+//     writer-preferring lock (Curator's) queues readers behind a waiting
+//     writer, whom the state does not show; the readers-share property
+//     reports whether readers did share.
+//   - a release frees the hold, writer or reader, its client owns, as for
+//     an exclusive lock, each reader with its own lease.
+
+// readAcquire appends the states after shared acquire in succeeded from s
+// at a point in [lo, in.ret].
+func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int64) []lockState {
+	base, take := s, lo
+	if s.client != 0 {
+		if !m.lease {
+			return dst
+		}
+		take = max(lo, m.expiry(s))
+		if take > in.ret {
+			return dst
+		}
+		base = lockState{}
+	}
+	rs := m.readersOf(base)
+	if m.reentrant {
+		nested := false
+		for k, r := range rs {
+			if m.ownsHold(r.client, r.owner, in) {
+				nested = true
+				next := slices.Clone(rs)
+				next[k].depth++
+				if m.lease {
+					next[k].acqRet = max(r.acqRet, in.ret)
+				}
+				dst = append(dst, m.withReaders(base, next, take))
+			}
+		}
+		if nested {
+			return dst
+		}
+	}
+	r := reader{client: in.client, owner: in.owner, depth: 1}
+	if in.owner == 0 && in.ret == history.Never && !m.reentrant {
+		r.owner = ownerFresh
+	}
+	if m.lease {
+		r.acqCall, r.acqRet = in.call, in.ret
+	}
+	next := append(slices.Clone(rs), r)
+	return append(dst, m.withReaders(base, next, take))
+}
+
+// withReaders is s with readers rs, at point t.
+func (m lockModel) withReaders(s lockState, rs []reader, t int64) lockState {
+	if len(rs) == 0 {
+		return m.free(t)
+	}
+	s = lockState{readers: m.rs.intern(rs)}
+	if m.lease {
+		s.now = t
+	}
+	return s
+}
+
+// readRelease appends the states after release in with outcome out from s,
+// held by readers, at a point in [lo, in.ret].
+func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out linOutcome, lo int64) []lockState {
+	rs := m.readersOf(s)
+	owned := false
+	if out == outUnknown {
+		dst = append(dst, s)
+	}
+	for k, r := range rs {
+		if !m.ownsHold(r.client, r.owner, in) {
+			continue
+		}
+		owned = true
+		t := lo
+		switch out {
+		case outOK:
+			if m.lease && !m.renews && lo > satAdd(r.acqRet, m.ttl+m.slack) {
+				continue // its lease had surely run out
+			}
+		case outNotOwner:
+			// Refused to its owner: only once its lease may have run out,
+			// and then it is gone.
+			if !m.lease {
+				continue
+			}
+			if t = max(lo, satAdd(r.acqCall, m.life())); t > in.ret {
+				continue
+			}
+			dst = append(dst, m.withReaders(s, slices.Delete(slices.Clone(rs), k, k+1), t))
+			continue
+		}
+		next := slices.Clone(rs)
+		if r.depth > 1 {
+			next[k].depth--
+			if m.lease {
+				next[k].acqRet = max(r.acqRet, in.ret)
+			}
+		} else {
+			next = slices.Delete(next, k, k+1)
+		}
+		dst = append(dst, m.withReaders(s, next, t))
+	}
+	if out == outNotOwner && !owned {
+		dst = append(dst, m.at(s, lo))
+	}
+	return dst
+}
+
 func (m lockModel) name() string {
 	switch {
+	case m.rw && m.lease && m.renews:
+		return "renewed-lease read-write lock"
+	case m.rw && m.lease:
+		return "lease read-write lock"
+	case m.rw:
+		return "read-write lock"
 	case m.lease && m.renews:
 		return "renewed-lease mutex"
 	case m.lease:
@@ -327,7 +623,8 @@ func lockOpOf(op *history.Operation, ow *owners) (lockOp, bool) {
 	default:
 		return lockOp{}, false
 	}
-	lo := lockOp{kind: k, client: int32(op.Client), owner: ow.id(op.Owner), call: op.Call, ret: op.Return, index: int32(op.Index)}
+	lo := lockOp{kind: k, client: int32(op.Client), owner: ow.id(op.Owner), call: op.Call, ret: op.Return, index: int32(op.Index),
+		shared: k == linAcquire && op.Mode == history.ModeRead}
 	switch {
 	case op.Type == history.OK:
 		lo.out = outOK
@@ -353,6 +650,8 @@ func describeLin(in *lockOp, ow *owners) string {
 	verb := "acquire"
 	if in.kind == linRelease {
 		verb = "release"
+	} else if in.shared {
+		verb = "read acquire"
 	}
 	res := [...]string{"ok", "held", "not-owner", "indeterminate"}[in.out]
 	if n := ow.name(in.owner); n != "" {
@@ -361,7 +660,28 @@ func describeLin(in *lockOp, ow *owners) string {
 	return fmt.Sprintf("client %d %s -> %s", in.client, verb, res)
 }
 
-func describeState(s lockState, ow *owners) string {
+// describeStateRW describes s, naming the readers of a read-write lock (rs:
+// the model's reader sets).
+func describeStateRW(s lockState, ow *owners, rs *readerSets) string {
+	if s.readers != 0 && rs != nil {
+		var sb strings.Builder
+		sb.WriteString("held by readers: ")
+		for k, r := range rs.get(s.readers) {
+			if k > 0 {
+				sb.WriteString(", ")
+			}
+			fmt.Fprintf(&sb, "client %d", r.client)
+			if r.owner == ownerFresh {
+				sb.WriteString(" (owner unknown)")
+			} else if n := ow.name(r.owner); n != "" {
+				fmt.Fprintf(&sb, " (%s)", n)
+			}
+			if r.depth > 1 {
+				fmt.Fprintf(&sb, " %d times", r.depth)
+			}
+		}
+		return sb.String()
+	}
 	if s.client == 0 {
 		return "free"
 	}

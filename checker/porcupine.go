@@ -38,7 +38,7 @@ func (m lockModel) porcupine(ow *owners) porcupine.Model {
 			var h maphash.Hash
 			h.SetSeed(hashSeed)
 			var b [8]byte
-			for _, v := range []uint64{uint64(s.client), uint64(s.owner), uint64(s.depth), uint64(s.acqCall), uint64(s.acqRet), uint64(s.now)} {
+			for _, v := range []uint64{uint64(s.client), uint64(s.owner), uint64(s.depth), uint64(s.readers), uint64(s.acqCall), uint64(s.acqRet), uint64(s.now)} {
 				for k := range b {
 					b[k] = byte(v >> (8 * k))
 				}
@@ -49,7 +49,7 @@ func (m lockModel) porcupine(ow *owners) porcupine.Model {
 		DescribeOperation: func(input, output interface{}) string {
 			return describeLin(input.(*lockOp), ow)
 		},
-		DescribeState: func(state interface{}) string { return describeState(state.(lockState), ow) },
+		DescribeState: func(state interface{}) string { return describeStateRW(state.(lockState), ow, m.rs) },
 	}
 	return nm.ToModel()
 }
@@ -303,11 +303,11 @@ func illegalAnomaly(h *history.History, m lockModel, ow *owners, ops []porcupine
 			placed, bop.Client, describeOp(bop))
 		var held []string
 		for _, s := range states {
-			if s.client == 0 {
+			if !s.held() {
 				held = append(held, "free")
 				continue
 			}
-			d := describeState(s, ow)
+			d := describeStateRW(s, ow, m.rs)
 			if i := grantOf(ops, s); i >= 0 {
 				add(i)
 				d += fmt.Sprintf(", acquired at %s", at(ops[i].Return))
@@ -376,12 +376,16 @@ func grantOf(ops []porcupine.Operation, s lockState) int {
 }
 
 func describeOp(op *history.Operation) string {
+	name := string(op.Op)
+	if op.Op == history.Acquire && op.Mode != "" {
+		name = op.Mode + " " + name // read-write locks
+	}
 	switch op.Type {
 	case history.OK:
-		return fmt.Sprintf("%s (ok, %s–%s)", op.Op, at(op.Call), at(op.Return))
+		return fmt.Sprintf("%s (ok, %s–%s)", name, at(op.Call), at(op.Return))
 	case history.Fail:
-		return fmt.Sprintf("%s (failed: %s, %s–%s)", op.Op, op.Reason, at(op.Call), at(op.Return))
+		return fmt.Sprintf("%s (failed: %s, %s–%s)", name, op.Reason, at(op.Call), at(op.Return))
 	default:
-		return fmt.Sprintf("%s (indeterminate, called %s)", op.Op, at(op.Call))
+		return fmt.Sprintf("%s (indeterminate, called %s)", name, at(op.Call))
 	}
 }

@@ -148,7 +148,7 @@ type Hold struct {
 	// AcquireCall is when the acquire was invoked: the server granted the
 	// lease at some time in [AcquireCall, Start].
 	AcquireCall int64  `json:"acquire_call"`
-	EndReason   string `json:"end_reason"` // "release", "client-exit", "end-of-history", "validity"
+	EndReason   string `json:"end_reason"` // "release", "client-exit", "end-of-history", "validity", "declined"
 	// ValidUntil is, for a client that checks its validity, when it stops
 	// considering the lease valid (the latest of its acquires' in the
 	// hold); 0 when the acquire did not say.

@@ -94,10 +94,10 @@ func (w *windowTracker) call(op *lockOp) {
 // ret notes the return of definite op.
 func (w *windowTracker) ret(op *lockOp) {
 	cw := w.client(op.client)
-	if op.kind == linAcquire && op.out == outOK && !cw.open && w.startable(cw, op) {
+	if op.kind == linAcquire && op.out == outOK && !(w.m.rw && op.shared) && !cw.open && w.startable(cw, op) {
 		cw.open, cw.start, cw.cap = true, op.ret, history.Never
 		if w.m.lease {
-			cw.cap = satAdd(op.call, w.m.ttl-w.m.slack)
+			cw.cap = satAdd(op.call, w.m.life())
 		}
 	}
 	cw.lastRet = max(cw.lastRet, op.ret)

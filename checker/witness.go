@@ -28,18 +28,30 @@ func (s *sweep) witness(deadline time.Time) []int32 {
 			set = append(set, i)
 		}
 	}
+	// First the grants alone: the holder that stands in the blocker's way
+	// is the witness a person expects; the release that freed the lock
+	// before that grant, without its own acquire, would itself be the
+	// first operation that cannot be placed.
 	for k := range s.before {
 		if k == 8 {
 			break
 		}
-		c := &s.before[k]
-		add(c.grant)
-		add(c.freed)
-		for _, l := range c.lin {
-			add(l)
-		}
+		add(s.before[k].grant)
 	}
 	slices.Sort(set)
+	if !s.failsAt(set, x) {
+		for k := range s.before {
+			if k == 8 {
+				break
+			}
+			c := &s.before[k]
+			add(c.freed)
+			for _, l := range c.lin {
+				add(l)
+			}
+		}
+		slices.Sort(set)
+	}
 	if !s.failsAt(set, x) {
 		t := s.ops[x].ret
 		last := int32(sort.Search(len(s.ops), func(i int) bool { return s.ops[i].call > t })) - 1
@@ -167,7 +179,7 @@ func (r sweepRun) describeStates(hops []history.Operation, x *lockOp) string {
 				d += fmt.Sprintf(" (client %d's %s had freed it)", f.Client, describeOp(f))
 			}
 		} else {
-			d = describeState(c.s, r.ow)
+			d = describeStateRW(c.s, r.ow, m.rs)
 			if c.grant >= 0 {
 				g := &s.ops[c.grant]
 				if g.ret != history.Never {

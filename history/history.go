@@ -146,7 +146,17 @@ type RunInfo struct {
 	// ReadWrite: the lock has shared (read) and exclusive (write) holders;
 	// acquires carry Mode, and readers only read the resource.
 	ReadWrite bool `json:"read_write,omitempty"`
+	// Session: the lock belongs to the client's session with the server
+	// (a connection, a ZooKeeper session, an etcd lease) and dies with it:
+	// at once when the client's process dies and its connection closes,
+	// or, with Renews, TTL after the last heartbeat the server heard,
+	// which the client sends every TTL/3 from before it acquires.
+	Session bool `json:"session,omitempty"`
 }
+
+// EndedEarly is the run-end Detail of a run that stopped as soon as the
+// online checker was certain of a violation (--stop-early).
+const EndedEarly = "stopped at the first violation (--stop-early)"
 
 // Int64 returns a pointer to v, for the optional fields of Event.
 func Int64(v int64) *int64 { return &v }

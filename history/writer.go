@@ -22,6 +22,7 @@ type Recorder struct {
 	events []Event // kept in memory when keep is set
 	keep   bool
 	now    func() int64
+	watch  func(Event) // sees every event, in order, under mu: must not block
 }
 
 // NewRecorder returns a Recorder that writes to w, with time 0 at base (a
@@ -82,6 +83,9 @@ func (r *Recorder) write(e Event) {
 	if r.keep {
 		r.events = append(r.events, e)
 	}
+	if r.watch != nil {
+		r.watch(e)
+	}
 	if r.err != nil {
 		return
 	}
@@ -101,6 +105,14 @@ func (r *Recorder) Events() []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Event(nil), r.events...)
+}
+
+// Watch makes f see every event recorded from now on, in order. f runs
+// under the recorder's lock: it must return at once and must not record.
+func (r *Recorder) Watch(f func(Event)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.watch = f
 }
 
 // Err returns the first write error, if any.

@@ -19,7 +19,13 @@ import (
 // client's previous operation ended (0 to 3 ms, in halves), its duration,
 // and which owner a release names. Times are whole or half milliseconds,
 // so ties are common. Each client runs one operation at a time.
-func FromBytes(data []byte) Output {
+func FromBytes(data []byte) Output { return fromBytes(data, false) }
+
+// FromBytesRW is FromBytes for a read-write lock: the last byte of an
+// acquire chooses its mode (read or write).
+func FromBytesRW(data []byte) Output { return fromBytes(data, true) }
+
+func fromBytes(data []byte, rw bool) Output {
 	if len(data) == 0 {
 		data = []byte{0}
 	}
@@ -38,6 +44,7 @@ func FromBytes(data []byte) Output {
 		info.Renews = flags&0x10 != 0 && flags&0x20 != 0
 	}
 	info.Reentrant = flags&0x30 == 0x20
+	info.ReadWrite = rw
 
 	type pending struct {
 		e    history.Event
@@ -60,6 +67,12 @@ func FromBytes(data []byte) Output {
 		never := false
 		if b0&0x80 == 0 {
 			inv.Op, done.Op = history.Acquire, history.Acquire
+			if rw {
+				inv.Mode = history.ModeWrite
+				if b3&1 == 0 {
+					inv.Mode = history.ModeRead
+				}
+			}
 			switch b0 >> 4 & 7 {
 			case 0, 1, 2:
 				acquired++
@@ -133,11 +146,16 @@ func FromBytes(data []byte) Output {
 }
 
 // Chaos returns FromBytes of ops random operations drawn from seed.
-func Chaos(seed uint64, ops int) Output {
+func Chaos(seed uint64, ops int) Output { return FromBytes(chaosBytes(seed, ops)) }
+
+// ChaosRW returns FromBytesRW of ops random operations drawn from seed.
+func ChaosRW(seed uint64, ops int) Output { return FromBytesRW(chaosBytes(seed, ops)) }
+
+func chaosBytes(seed uint64, ops int) []byte {
 	rng := rand.New(rand.NewPCG(seed, seed^0xc4a05))
 	data := make([]byte, 1+4*ops)
 	for i := range data {
 		data[i] = byte(rng.Uint32())
 	}
-	return FromBytes(data)
+	return data
 }

@@ -10,6 +10,7 @@ package histgen
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,8 +44,13 @@ type Config struct {
 	// (TTL less 2% drift, as Redlock computes it) and the client declines
 	// reads and writes after it ("not-held").
 	ChecksValidity bool
-	RoundTrip      time.Duration // mean round trip to the lock server (default 600µs)
-	Hold           time.Duration // mean time from acquire ok to release (default 1ms)
+	// ReadWrite: a read-write lock. Each acquire is a reader's (with
+	// probability Readers, default 2/3) or a writer's; readers share the
+	// lock and, with Resource, only read it.
+	ReadWrite bool
+	Readers   float64
+	RoundTrip time.Duration // mean round trip to the lock server (default 600µs)
+	Hold      time.Duration // mean time from acquire ok to release (default 1ms)
 
 	// Violations to inject. Each is made at the first chances that arise
 	// (at random, half of them are let pass), so a short history may get
@@ -52,7 +58,13 @@ type Config struct {
 
 	// DoubleHolders: the server grants an acquire while another client
 	// holds the lock and keeps holding it until after the grant returns.
+	// On a read-write lock: grants a writer while another client holds
+	// it, reader or writer.
 	DoubleHolders int
+	// ReadersUnderWriter (read-write locks): the server grants a reader
+	// while a writer holds the lock, who keeps holding it until after the
+	// grant returns.
+	ReadersUnderWriter int
 	// ForeignReleases: an idle client sends a stray release that the
 	// server executes on the current holder's key.
 	ForeignReleases int
@@ -66,11 +78,14 @@ type Injected struct {
 	DoubleHolders   []int64 // acquires granted while another client held the lock
 	ForeignReleases []int64 // releases that deleted another client's key
 	LostUpdates     []int64 // writes that overwrote an increment
+	// ReadersUnderWriter: read acquires granted while a writer held the
+	// lock (read-write locks).
+	ReadersUnderWriter []int64
 }
 
 // Total returns the number of injected violations.
 func (in Injected) Total() int {
-	return len(in.DoubleHolders) + len(in.ForeignReleases) + len(in.LostUpdates)
+	return len(in.DoubleHolders) + len(in.ForeignReleases) + len(in.LostUpdates) + len(in.ReadersUnderWriter)
 }
 
 // Output is a generated history.
@@ -103,6 +118,7 @@ type client struct {
 	op      history.Op
 	opID    int64
 	owner   string
+	mode    string // acquire on a read-write lock: read or write
 	stray   bool
 	lost    bool // the answer will be lost
 	applied bool // the server applied it
@@ -117,6 +133,7 @@ type client struct {
 	nested     bool // the nested acquire of a reentrant hold was tried
 	depth      int
 	holdOwner  string
+	holdMode   string
 	holdToken  int64
 	holdUntil  int64
 	validUntil int64
@@ -150,12 +167,14 @@ type gen struct {
 	rtt    int64
 
 	key       *key
+	readers   []*key // read-write: the readers' keys
 	token     int64
 	resource  int64
 	maxToken  int64
 	injDouble int
 	injStray  int
 	injLost   int
+	injReader int
 }
 
 // Generate simulates cfg and returns the history.
@@ -190,6 +209,10 @@ func Generate(cfg Config) Output {
 		injDouble: cfg.DoubleHolders,
 		injStray:  cfg.ForeignReleases,
 		injLost:   cfg.LostUpdates,
+		injReader: cfg.ReadersUnderWriter,
+	}
+	if cfg.ReadWrite && cfg.Readers <= 0 {
+		g.cfg.Readers = 2.0 / 3
 	}
 	g.events = make([]history.Event, 0, 2*cfg.Ops+cfg.Clients+2)
 	info := &history.RunInfo{
@@ -204,6 +227,7 @@ func Generate(cfg Config) Output {
 		Reentrant:      cfg.Reentrant,
 		Renews:         cfg.Renews && cfg.Lease,
 		ChecksValidity: cfg.ChecksValidity && cfg.Lease,
+		ReadWrite:      cfg.ReadWrite,
 		Cluster:        "simulated",
 		Version:        "histgen",
 	}
@@ -257,7 +281,7 @@ func (g *gen) jitter(d int64) int64 {
 func (g *gen) invoke(c *client) {
 	now := c.next
 	g.opID++
-	c.opID, c.stray, c.lost, c.owner = g.opID, false, false, ""
+	c.opID, c.stray, c.lost, c.owner, c.mode = g.opID, false, false, "", ""
 	switch {
 	case c.retry != "":
 		c.op, c.owner = history.Release, c.retry
@@ -268,7 +292,7 @@ func (g *gen) invoke(c *client) {
 		c.next = c.minRelease
 		return
 	case c.holding && g.cfg.Reentrant && !c.nested:
-		c.op, c.owner, c.nested = history.Acquire, c.holdOwner, true
+		c.op, c.owner, c.nested, c.mode = history.Acquire, c.holdOwner, true, c.holdMode
 	case c.holding && g.cfg.Resource && !c.read:
 		c.op = history.Read
 	case c.holding && g.cfg.Resource && !c.wrote:
@@ -291,9 +315,15 @@ func (g *gen) invoke(c *client) {
 		c.acquires++
 		c.owner = "c" + strconv.Itoa(c.id) + "-" + strconv.Itoa(c.acquires)
 		c.lastOwner = c.owner
+		if g.cfg.ReadWrite {
+			c.mode = history.ModeWrite
+			if g.rng.Float64() < g.cfg.Readers {
+				c.mode = history.ModeRead
+			}
+		}
 	}
 	g.ops++
-	e := history.Event{Type: history.Invoke, Client: c.id, Op: c.op, OpID: c.opID}
+	e := history.Event{Type: history.Invoke, Client: c.id, Op: c.op, OpID: c.opID, Mode: c.mode}
 	if c.op == history.Release {
 		e.Owner = c.owner
 	}
@@ -332,8 +362,15 @@ func (g *gen) apply(c *client) {
 	if g.key != nil && g.cfg.Lease && g.key.expires <= now && !(g.cfg.Renews && g.holds(g.key)) {
 		g.key = nil
 	}
+	if g.cfg.Lease {
+		g.readers = slices.DeleteFunc(g.readers, func(k *key) bool { return k.expires <= now && !(g.cfg.Renews && g.holds(k)) })
+	}
 	switch c.op {
 	case history.Acquire:
+		if g.cfg.ReadWrite {
+			g.acquireRW(c, now)
+			break
+		}
 		switch {
 		case g.key == nil:
 			g.grant(c, now)
@@ -361,6 +398,16 @@ func (g *gen) apply(c *client) {
 		case g.key != nil && g.key.owner == c.owner:
 			c.result, c.removed = history.OK, c.owner
 			g.key = nil
+		case g.cfg.ReadWrite && g.reader(c.owner) >= 0:
+			k := g.readers[g.reader(c.owner)]
+			c.result = history.OK
+			if k.count > 1 {
+				k.count--
+				k.expires = now + g.ttl
+			} else {
+				g.readers = slices.Delete(g.readers, g.reader(c.owner), g.reader(c.owner)+1)
+				c.removed = c.owner
+			}
 		case c.stray && g.key != nil && g.key.client != c.id:
 			// Injected: a release that deletes another owner's key.
 			c.result, c.removed = history.OK, g.key.owner
@@ -372,6 +419,68 @@ func (g *gen) apply(c *client) {
 		}
 	}
 	c.phase, c.next = phComplete, c.done
+}
+
+// acquireRW runs c's acquire of a read-write lock on the server.
+func (g *gen) acquireRW(c *client, now int64) {
+	if c.mode == history.ModeRead {
+		switch {
+		case g.cfg.Reentrant && g.reader(c.owner) >= 0:
+			k := g.readers[g.reader(c.owner)]
+			k.count++
+			k.expires = now + g.ttl
+			c.result, c.token = history.OK, g.token
+		case g.key == nil:
+			g.grantReader(c, now)
+		case g.injReader > 0 && !c.lost && !c.holding && g.key.client != c.id && g.holds(g.key) && g.rng.IntN(2) == 0:
+			// Injected: a reader granted while a writer holds the lock,
+			// who keeps believing it does until after this returns.
+			holder := g.cs[g.key.client-1]
+			holder.minRelease = max(holder.minRelease, c.done+g.rtt)
+			g.grantReader(c, now)
+			g.injReader--
+			g.out.ReadersUnderWriter = append(g.out.ReadersUnderWriter, c.opID)
+		default:
+			c.result, c.reason = history.Fail, history.ReasonHeld
+		}
+		return
+	}
+	// The other clients that hold the lock and believe so.
+	var holders []*client
+	for _, k := range append([]*key{g.key}, g.readers...) {
+		if k != nil && k.client != c.id && g.holds(k) {
+			holders = append(holders, g.cs[k.client-1])
+		}
+	}
+	switch {
+	case g.key == nil && len(g.readers) == 0:
+		g.grant(c, now)
+	case g.cfg.Reentrant && g.key != nil && g.key.owner == c.owner:
+		g.key.count++
+		g.key.expires = now + g.ttl
+		c.result, c.token = history.OK, g.token
+	case g.injDouble > 0 && !c.lost && !c.holding && len(holders) > 0 && g.rng.IntN(2) == 0:
+		// Injected: a writer granted while others hold the lock.
+		for _, h := range holders {
+			h.minRelease = max(h.minRelease, c.done+g.rtt)
+		}
+		g.grant(c, now)
+		g.injDouble--
+		g.out.DoubleHolders = append(g.out.DoubleHolders, c.opID)
+	default:
+		c.result, c.reason = history.Fail, history.ReasonHeld
+	}
+}
+
+// reader returns the position of owner's read key, or -1.
+func (g *gen) reader(owner string) int {
+	return slices.IndexFunc(g.readers, func(k *key) bool { return k.owner == owner })
+}
+
+func (g *gen) grantReader(c *client, now int64) {
+	g.token++
+	g.readers = append(g.readers, &key{owner: c.owner, client: c.id, expires: now + g.ttl, count: 1})
+	c.result, c.token = history.OK, g.token
 }
 
 // holds reports whether k's client believes it holds k.
@@ -401,7 +510,7 @@ func (g *gen) complete(c *client) {
 	case c.op == history.Read:
 		e.Type = history.OK
 		v := g.resource
-		if g.injLost > 0 && v > 0 && g.rng.IntN(2) == 0 {
+		if g.injLost > 0 && v > 0 && c.holdMode != history.ModeRead && g.rng.IntN(2) == 0 {
 			v-- // injected: a stale read
 			c.staleRead = true
 			g.injLost--
@@ -447,10 +556,10 @@ func (g *gen) complete(c *client) {
 			if g.cfg.Tokens {
 				e.Token = history.Int64(c.token)
 			}
-			c.holding, c.holdOwner, c.holdToken = true, c.owner, c.token
+			c.holding, c.holdOwner, c.holdToken, c.holdMode = true, c.owner, c.token, c.mode
 			c.nested, c.depth = false, 1
 			c.minRelease = 0
-			c.read, c.wrote = false, false
+			c.read, c.wrote = false, c.mode == history.ModeRead // readers only read
 			c.holdUntil = now + g.jitter(int64(g.cfg.Hold))
 			if g.cfg.Lease && !g.cfg.Renews && c.holdUntil > now+g.ttl/2 {
 				c.holdUntil = now + g.ttl/2

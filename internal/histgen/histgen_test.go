@@ -203,3 +203,74 @@ func TestFromBytes(t *testing.T) {
 	_, err := FromBytes(nil).History()
 	require.NoError(t, err)
 }
+
+func TestReadWrite(t *testing.T) {
+	// Valid: every acquire has a mode, readers overlap, and no writer's
+	// hold (from the acquire's return to its release's invocation)
+	// overlaps another client's hold.
+	out := Generate(Config{Seed: 6, Clients: 8, Ops: 4000, ReadWrite: true})
+	h, err := out.History()
+	require.NoError(t, err)
+	require.True(t, h.Info.ReadWrite)
+	require.Zero(t, out.Injected.Total())
+	type hold struct {
+		client     int
+		read       bool
+		start, end int64
+	}
+	var holds []hold
+	open := map[int]*hold{}
+	reads, writes := 0, 0
+	for _, o := range h.Ops {
+		switch {
+		case o.Op == history.Acquire:
+			require.Contains(t, []string{history.ModeRead, history.ModeWrite}, o.Mode)
+			if o.Mode == history.ModeRead {
+				reads++
+			} else {
+				writes++
+			}
+			if o.Type == history.OK {
+				open[o.Client] = &hold{client: o.Client, read: o.Mode == history.ModeRead, start: o.Return}
+			}
+		case o.Op == history.Release && open[o.Client] != nil:
+			hd := open[o.Client]
+			hd.end = o.Call
+			holds = append(holds, *hd)
+			delete(open, o.Client)
+		}
+	}
+	require.Greater(t, reads, writes)
+	overlappingReaders := 0
+	for i, a := range holds {
+		for _, b := range holds[i+1:] {
+			if a.client == b.client || a.end <= b.start || b.end <= a.start {
+				continue
+			}
+			require.True(t, a.read && b.read, "a writer overlaps another hold: %+v %+v", a, b)
+			overlappingReaders++
+		}
+	}
+	require.Positive(t, overlappingReaders)
+
+	// Injected: readers granted under a writer, writers over holders.
+	out = Generate(Config{Seed: 7, Clients: 8, Ops: 4000, ReadWrite: true, ReadersUnderWriter: 2, DoubleHolders: 2})
+	require.Len(t, out.Injected.ReadersUnderWriter, 2)
+	require.Len(t, out.Injected.DoubleHolders, 2)
+	h, err = out.History()
+	require.NoError(t, err)
+	for _, id := range out.Injected.ReadersUnderWriter {
+		for _, o := range h.Ops {
+			if o.OpID == id {
+				require.Equal(t, history.ModeRead, o.Mode)
+				require.Equal(t, history.OK, o.Type)
+			}
+		}
+	}
+
+	// Without ReadWrite no event carries a mode.
+	plain := Generate(Config{Seed: 6, Clients: 8, Ops: 500})
+	for _, e := range plain.Events {
+		require.Empty(t, e.Mode)
+	}
+}

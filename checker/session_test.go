@@ -1,0 +1,102 @@
+package checker
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+)
+
+// propStatus returns the status of property name in r.
+func propStatus(t *testing.T, r Result, name string) string {
+	t.Helper()
+	for _, p := range r.Properties {
+		if p.Name == name {
+			return string(p.Status)
+		}
+	}
+	t.Fatalf("no property %s", name)
+	return ""
+}
+
+// A session lock (MariaDB's GET_LOCK) is freed by the server when its
+// holder's process dies: the next grant, before the controller even saw the
+// exit, is linearizable. The same history of a lock that outlives its
+// client is not.
+func TestSessionLockFreedByACrash(t *testing.T) {
+	for _, session := range []bool{true, false} {
+		b := newHB()
+		b.info.Session = session
+		b.info.Nemeses = []string{"crash-client"}
+		b.clientLife(1, 0, 1000)
+		b.clientLife(2, 0, -1)
+		b.acq(1, 10, 11, "a")
+		b.fault++
+		b.add(12, history.Event{Type: history.FaultStart, Fault: "crash-client", FaultID: b.fault, Target: "client 1", Client: 1})
+		b.add(14, history.Event{Type: history.FaultEnd, Fault: "crash-client", FaultID: b.fault, Target: "client 1", Client: 1})
+		b.acq(2, 12.5, 13, "b") // freed as the connection closed
+		b.rel(2, 20, 21, "b", history.OK, "b")
+		b.cycles(10, 30)
+		r := Check(b.build(t), DefaultOptions())
+		p, found, _ := feed(t, b.events(), DefaultOptions())
+		if session {
+			require.Empty(t, found, "the incremental checker agrees")
+			require.Equal(t, Pass, p.Status)
+		} else {
+			require.NotEmpty(t, found, "the incremental checker agrees")
+		}
+		if session {
+			require.Equal(t, Safe, r.Verdict, r.Why)
+			require.Equal(t, string(Pass), propStatus(t, r, "linearizable"))
+		} else {
+			require.Equal(t, Unsafe, r.Verdict, r.Why)
+			require.Equal(t, string(Fail), propStatus(t, r, "linearizable"))
+		}
+		require.Equal(t, 1, r.Counts.FaultsOnHolder, "the crash hit the holder")
+	}
+}
+
+// A session's lease was renewed up to TTL/3 before the acquire: a holder
+// frozen right after acquiring loses it from 2/3 TTL after the acquire on.
+// That grant is linearizable and the double holder is a session that
+// expired by design; a grant with no fault that could stop the heartbeats
+// is the lock service breaking its promise.
+func TestRenewedSessionExpiresEarly(t *testing.T) {
+	build := func(pause bool) *history.History {
+		b := newHB()
+		b.info.Session, b.info.Renews, b.info.Lease, b.info.TTLMillis = true, true, true, 900
+		b.info.Nemeses = []string{"pause"}
+		b.acq(1, 0, 1, "a")
+		if pause {
+			b.fault++
+			b.add(2, history.Event{Type: history.FaultStart, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1})
+			b.add(2000, history.Event{Type: history.FaultEnd, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1})
+		}
+		b.acq(2, 700, 701, "b") // 0.78 TTL after a's acquire
+		b.rel(2, 800, 801, "b", history.OK, "b")
+		b.rel(1, 2001, 2002, "a", history.Fail, "-")
+		return b.build(t)
+	}
+	r := Check(build(true), DefaultOptions())
+	require.Equal(t, string(Pass), propStatus(t, r, "linearizable"), "the session may have expired at 600 ms")
+	require.Equal(t, string(Pass), propStatus(t, r, "lease-contract"))
+	var causes []string
+	for _, a := range r.Anomalies {
+		if a.Kind == KindDoubleHolder {
+			causes = append(causes, a.Cause)
+			require.Contains(t, a.Explanation, "Lost by design")
+		}
+	}
+	require.Equal(t, []string{CauseSessionExpired}, causes)
+	require.Contains(t, r.Why, "1 double holder (1 session-expired)")
+
+	r = Check(build(false), DefaultOptions())
+	require.Equal(t, Unsafe, r.Verdict)
+	require.Equal(t, string(Fail), propStatus(t, r, "lease-contract"))
+	for _, a := range r.Anomalies {
+		if a.Kind == KindDoubleHolder {
+			require.Equal(t, CauseSessionAlive, a.Cause)
+		}
+	}
+}
