@@ -4,12 +4,22 @@
 # server packages installed into a copy of it with apt (from the machine's
 # own Debian mirror), then `docker import`. Run as root.
 #
-#   ./scripts/build-images.sh            # locktest/redis:bookworm
+#   ./scripts/build-images.sh                 # every image below
+#   ./scripts/build-images.sh redis mariadb   # only these
 #
-# The image has redis-server, redis-tools (redis-cli, for healthchecks) and
-# libfaketime (the clock fault's per-process shim), like the official
-# redis:7 image plus libfaketime. Use it with
-#   LOCKTEST_IMAGE_REDIS=locktest/redis:bookworm locktest run --cluster docker ...
+#   locktest/redis:bookworm      redis-server, redis-tools (redis-cli, for
+#                                healthchecks), libfaketime (the clock shim);
+#                                also runs redis-sentinel (redis-server --sentinel)
+#   locktest/zookeeper:bookworm  ZooKeeper 3.8 (libzookeeper-java: the jars in
+#                                /usr/share/java) on a headless JRE 17
+#   locktest/etcd:bookworm       etcd and etcdctl 3.4
+#   locktest/mariadb:bookworm    MariaDB 10.11: mariadbd, mariadb-install-db,
+#                                the mariadb, mariadb-dump and mariadb-admin
+#                                clients, and a mysql user
+#
+# The docker backend's commands are written for these (Debian's paths).
+# Use them with LOCKTEST_IMAGE_<KIND>=locktest/<kind>:bookworm (KIND redis,
+# zookeeper, etcd, mariadb) or --image KIND=IMAGE.
 #
 # The rootfs and the package tree are cached in $LOCKTEST_IMAGE_CACHE
 # (default /var/cache/locktest): a second build only re-imports, or does
@@ -93,6 +103,14 @@ EOF
     chroot "$tree" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     chroot "$tree" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
     chroot "$tree" apt-get clean
+    case $name in
+      mariadb)
+        # mariadb-server-core creates no account: the server drops to mysql.
+        chroot "$tree" sh -c 'id mysql >/dev/null 2>&1 || useradd --system --user-group --no-create-home --home-dir /var/lib/mysql --shell /usr/sbin/nologin mysql'
+        mkdir -p "$tree/var/lib/mysql" "$tree/run/mysqld"
+        chroot "$tree" chown mysql:mysql /var/lib/mysql /run/mysqld
+        ;;
+    esac
     umount "$tree/proc"
     trap - EXIT
     rm -rf "$tree"/var/lib/apt/lists/* "$tree"/usr/share/doc/* "$tree"/usr/share/man/* \
@@ -108,6 +126,17 @@ EOF
       changes=(--change 'WORKDIR /data' --change 'EXPOSE 6379'
         --change 'CMD ["redis-server", "--protected-mode", "no", "--save", "", "--appendonly", "no"]')
       ;;
+    zookeeper)
+      mkdir -p "$tree/conf" "$tree/data"
+      changes=(--change 'WORKDIR /data' --change 'EXPOSE 2181 2888 3888')
+      ;;
+    etcd)
+      mkdir -p "$tree/data"
+      changes=(--change 'WORKDIR /data' --change 'EXPOSE 2379 2380' --change 'CMD ["etcd"]')
+      ;;
+    mariadb)
+      changes=(--change 'EXPOSE 3306')
+      ;;
   esac
   local old
   old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
@@ -122,4 +151,16 @@ EOF
   echo "built $image ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MB", $1/1e6}'))" >&2
 }
 
-build_image redis redis-server redis-tools libfaketime
+# Small: no recommends, no docs; the ZooKeeper server jars without the
+# zookeeper package (which pulls a full JRE with X11 for its scripts).
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=(redis zookeeper etcd mariadb)
+for w in "${want[@]}"; do
+  case $w in
+    redis) build_image redis redis-server redis-tools libfaketime ;;
+    zookeeper) build_image zookeeper libzookeeper-java default-jre-headless ;;
+    etcd) build_image etcd etcd-server etcd-client ;;
+    mariadb) build_image mariadb mariadb-server-core mariadb-client ;;
+    *) echo "build-images.sh: unknown image $w (known: redis zookeeper etcd mariadb)" >&2; exit 2 ;;
+  esac
+done

@@ -10,7 +10,13 @@ export PATH="$PATH:/usr/local/go/bin"
 if docker info >/dev/null 2>&1; then
   ./scripts/build-images.sh
   export LOCKTEST_IMAGE_REDIS=${LOCKTEST_IMAGE_REDIS:-locktest/redis:bookworm}
-  # docker-compose.yml stays valid (Debian ships compose v1 as docker-compose).
-  if docker compose version >/dev/null 2>&1; then docker compose config -q; else docker-compose config -q; fi
+  export LOCKTEST_IMAGE_ZOOKEEPER=${LOCKTEST_IMAGE_ZOOKEEPER:-locktest/zookeeper:bookworm}
+  export LOCKTEST_IMAGE_ETCD=${LOCKTEST_IMAGE_ETCD:-locktest/etcd:bookworm}
+  export LOCKTEST_IMAGE_MARIADB=${LOCKTEST_IMAGE_MARIADB:-locktest/mariadb:bookworm}
+  # docker-compose.yml stays valid, every profile (Debian ships compose v1 as docker-compose).
+  if docker compose version >/dev/null 2>&1; then dc=(docker compose); else dc=(docker-compose); fi
+  for p in "" redis redlock sentinel zk3 etcd3 mysql mysql-replicated; do
+    "${dc[@]}" ${p:+--profile "$p"} config -q
+  done
 fi
 go test -race -timeout 20m ./...

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -35,16 +35,14 @@ type Compose struct {
 // Name returns "compose".
 func (Compose) Name() string { return "compose" }
 
-// Start finds the stack's containers and waits until every server answers.
-// The clock fault is not available (the stack runs without the shim).
+// Start finds the stack's containers, waits until every server serves and
+// they form their topology (for mysql-replicated, it makes the second
+// server a replica of the first if it is not one yet). The clock fault is
+// not available (the stack runs without the shim).
 func (b Compose) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
-	want := 0
-	for _, t := range Topologies {
-		if t.Name == s.Topology {
-			want = t.Nodes
-		}
-	}
-	if want == 0 {
+	t, ok := Lookup(s.Topology)
+	want := t.Nodes
+	if !ok {
 		return nil, fmt.Errorf("compose backend: topology %q is not supported (supported: %s)", s.Topology, strings.Join(Names(), ", "))
 	}
 	if s.ClockShim {
@@ -94,7 +92,16 @@ func (b Compose) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 			return nil, fmt.Errorf("compose backend: the %s containers are on several networks (%s, %s)", s.Topology, c.netName, netName)
 		}
 		c.netName = netName
-		c.nodes = append(c.nodes, &node{c: c, name: name, dir: s.Dir, ip: ip, port: 6379, id: ct.ID, img: ct.Image})
+		role, port, ok := roleOf(name)
+		if !ok {
+			cli.Close()
+			return nil, fmt.Errorf("compose backend: container %s has %s=%s, which is no server name locktest knows", strings.TrimPrefix(ct.Names[0], "/"), LabelNode, name)
+		}
+		n := &node{c: c, name: name, role: role, kind: t.Kind, dir: filepath.Join(s.Dir, "servers", name), ip: ip, port: port, id: ct.ID, img: ct.Image}
+		if role == roleMySQL {
+			n.mysql = newMySQLAdmin(n.Addr())
+		}
+		c.nodes = append(c.nodes, n)
 	}
 	if len(projects) > 1 {
 		cli.Close()
@@ -104,17 +111,26 @@ func (b Compose) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 		cli.Close()
 		return nil, fmt.Errorf("compose backend: found %d containers labelled %s=%s, want %d; start them with `docker compose --profile %s up -d --wait`", len(c.nodes), LabelTopology, s.Topology, want, ComposeProfile(s.Topology))
 	}
-	sort.Slice(c.nodes, func(i, j int) bool { return c.nodes[i].name < c.nodes[j].name })
+	// Data nodes before sentinels, each in order (redis-1 first).
+	sort.Slice(c.nodes, func(i, j int) bool {
+		a, b := c.nodes[i], c.nodes[j]
+		if (a.role == roleSentinel) != (b.role == roleSentinel) {
+			return b.role == roleSentinel
+		}
+		return a.name < b.name
+	})
 	for _, n := range c.nodes {
 		s.Tracker.AddCompose(n.id)
 	}
 	for _, n := range c.nodes {
 		if err := n.refreshPID(ctx); err != nil {
-			cli.Close()
+			_ = c.Stop(context.Background())
 			return nil, err
 		}
-		if err := n.waitReady(ctx, 10*time.Second); err != nil {
-			cli.Close()
+		// A stack just brought up may still be starting (compose v1 has
+		// no --wait): as long as the docker backend waits for its own.
+		if err := n.waitReady(ctx, n.readyLimit()); err != nil {
+			_ = c.Stop(context.Background())
 			return nil, err
 		}
 	}
@@ -142,8 +158,34 @@ func (b Compose) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 			return nil, err
 		}
 	}
-	c.version = redisVersion(c.nodes[0].Addr())
-	return c, nil
+	out, err := c.form(ctx, s)
+	if err != nil {
+		_ = c.Stop(context.Background())
+		return nil, err
+	}
+	return out, nil
+}
+
+// roleOf tells a server's role and port from its name (the
+// locktest.node label): redis-N, sentinel-N, zk-N, etcd-N, mysql-N.
+func roleOf(name string) (role string, port int, ok bool) {
+	prefix, _, found := strings.Cut(name, "-")
+	if !found {
+		return "", 0, false
+	}
+	switch prefix {
+	case "redis":
+		return roleRedis, portRedis, true
+	case "sentinel":
+		return roleSentinel, portSentinel, true
+	case "zk":
+		return roleZK, portZK, true
+	case "etcd":
+		return roleEtcd, portEtcd, true
+	case "mysql":
+		return roleMySQL, portMySQL, true
+	}
+	return "", 0, false
 }
 
 // ComposeProfile is the docker-compose.yml profile that starts topology.
@@ -151,6 +193,8 @@ func ComposeProfile(topology string) string {
 	switch topology {
 	case "redis5":
 		return "redlock"
+	case "redis-sentinel":
+		return "sentinel"
 	}
 	return topology
 }

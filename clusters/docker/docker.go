@@ -4,15 +4,16 @@
 // (LabelRun), so `locktest cleanup` can remove what a crashed run left.
 //
 // Faults act on the containers: pause-server is `docker pause` (the cgroup
-// freezer), kill is `docker kill` + `docker start` (a fresh redis-server,
-// empty, at the same address), the clock fault shifts a libfaketime shim
+// freezer), kill is `docker kill` + `docker start` (the same address; a
+// redis-server comes back empty, the others with their data), the clock fault shifts a libfaketime shim
 // inside the container through a bind-mounted offset file, and partitions
 // are DROP rules inside the containers' own network namespaces, reached from
 // the host by naming them (`ip netns attach`); clients that partitions aim
 // at get namespaces of their own plugged into the network's bridge. The
 // root namespace's firewall is never touched.
 //
-// Only the Redis topologies are supported: Topologies lists them.
+// Every topology of the local backend runs here too (Topologies), with the
+// same configs, readiness checks and failover steps (clusters/recipe).
 package docker
 
 import (
@@ -24,9 +25,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -38,6 +39,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/recipe"
 )
 
 // Labels on everything the backends create or recognise.
@@ -47,21 +49,42 @@ const (
 	LabelNode     = "locktest.node"     // e.g. "redis-3"
 )
 
-// Topologies lists the topologies the docker and compose backends run, with
-// the number of servers of each.
-var Topologies = []struct {
+// Topology is one shape of servers the docker and compose backends run:
+// the same topologies as the local backend.
+type Topology struct {
 	Name  string
-	Nodes int
-}{{"redis", 1}, {"redis5", 5}}
+	Nodes int    // servers (containers)
+	Kind  string // the image kind its servers run
+	// ClockShim: the clock fault works on it (its Redis data nodes run
+	// under the shim).
+	ClockShim bool
+}
+
+// Topologies lists the topologies of the docker and compose backends.
+var Topologies = []Topology{
+	{Name: "redis", Nodes: 1, Kind: KindRedis, ClockShim: true},
+	{Name: "redis5", Nodes: 5, Kind: KindRedis, ClockShim: true},
+	{Name: "redis-sentinel", Nodes: 6, Kind: KindRedis, ClockShim: true},
+	{Name: "zk3", Nodes: 3, Kind: KindZooKeeper},
+	{Name: "etcd3", Nodes: 3, Kind: KindEtcd},
+	{Name: "mysql", Nodes: 1, Kind: KindMariaDB, ClockShim: true},
+	{Name: "mysql-replicated", Nodes: 2, Kind: KindMariaDB, ClockShim: true},
+}
+
+// Lookup returns the topology named name.
+func Lookup(name string) (Topology, bool) {
+	for _, t := range Topologies {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Topology{}, false
+}
 
 // Supports reports whether topology runs on the docker backends.
 func Supports(topology string) bool {
-	for _, t := range Topologies {
-		if t.Name == topology {
-			return true
-		}
-	}
-	return false
+	_, ok := Lookup(topology)
+	return ok
 }
 
 // Names lists the supported topologies.
@@ -73,13 +96,34 @@ func Names() []string {
 	return out
 }
 
-// Image kinds and their defaults: the official images.
+// Image kinds: one image per kind of server.
 const (
-	KindRedis         = "redis"
-	DefaultRedisImage = "redis:7"
-	// LocalRedisImage is what scripts/build-images.sh builds.
-	LocalRedisImage = "locktest/redis:bookworm"
+	KindRedis     = "redis"     // redis-server, and redis-server --sentinel
+	KindZooKeeper = "zookeeper" // ZooKeeper 3.8
+	KindEtcd      = "etcd"      // etcd 3.4 or later
+	KindMariaDB   = "mariadb"   // MariaDB 10.11
 )
+
+// Kinds lists the image kinds.
+var Kinds = []string{KindRedis, KindZooKeeper, KindEtcd, KindMariaDB}
+
+// DefaultImages are the official images a user would expect.
+var DefaultImages = map[string]string{
+	KindRedis:     "redis:7",
+	KindZooKeeper: "zookeeper:3.8",
+	KindEtcd:      "quay.io/coreos/etcd:v3.5.17",
+	KindMariaDB:   "mariadb:10.11",
+}
+
+// DefaultRedisImage is the official redis image.
+const DefaultRedisImage = "redis:7"
+
+// LocalRedisImage is what scripts/build-images.sh builds for redis.
+const LocalRedisImage = "locktest/redis:bookworm"
+
+// LocalImage is the image scripts/build-images.sh builds for kind, from
+// Debian's packages: locktest/<kind>:bookworm.
+func LocalImage(kind string) string { return "locktest/" + kind + ":bookworm" }
 
 // ImageEnv is the environment variable that overrides the image of kind.
 func ImageEnv(kind string) string { return "LOCKTEST_IMAGE_" + strings.ToUpper(kind) }
@@ -93,11 +137,7 @@ func Image(kind string, overrides map[string]string) string {
 	if v := os.Getenv(ImageEnv(kind)); v != "" {
 		return v
 	}
-	switch kind {
-	case KindRedis:
-		return DefaultRedisImage
-	}
-	return ""
+	return DefaultImages[kind]
 }
 
 // Connect opens an Engine API client from the environment (DOCKER_HOST,
@@ -119,7 +159,8 @@ func Connect(ctx context.Context) (*client.Client, error) {
 
 // Backend starts topologies as containers.
 type Backend struct {
-	// Images overrides the image per kind ("redis"); see Image.
+	// Images overrides the image per kind ("redis", "zookeeper", "etcd",
+	// "mariadb"); see Image.
 	Images map[string]string
 }
 
@@ -127,31 +168,31 @@ type Backend struct {
 func (Backend) Name() string { return "docker" }
 
 // Start creates the run's network and the topology's containers, and
-// returns once every server answers. s.RunID labels them; s.NetID, when
-// set, names the network namespaces partitions use.
+// returns once every server serves (and, for the replicated topologies,
+// once they form the topology: a leader elected, replicas in sync).
+// s.RunID labels them; s.NetID, when set, names the network namespaces
+// partitions use.
 func (b Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
-	count := 0
-	for _, t := range Topologies {
-		if t.Name == s.Topology {
-			count = t.Nodes
-		}
-	}
-	if count == 0 {
+	t, ok := Lookup(s.Topology)
+	if !ok {
 		return nil, fmt.Errorf("docker backend: topology %q is not supported (supported: %s)", s.Topology, strings.Join(Names(), ", "))
 	}
 	if s.RunID == "" {
 		return nil, errors.New("docker backend: the spec has no run id")
 	}
+	if s.ClockShim && !t.ClockShim {
+		return nil, fmt.Errorf("the %s topology has no clock shim: clock faults need a Redis topology", s.Topology)
+	}
 	cli, err := Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	img := Image(KindRedis, b.Images)
-	if err := ensureImage(ctx, cli, img, KindRedis); err != nil {
+	img := Image(t.Kind, b.Images)
+	if err := ensureImage(ctx, cli, img, t.Kind); err != nil {
 		cli.Close()
 		return nil, err
 	}
-	c := &cluster{cli: cli, topology: s.Topology, runID: s.RunID, image: img, owned: true}
+	c := &cluster{cli: cli, topology: s.Topology, runID: s.RunID, images: map[string]string{t.Kind: img}, owned: true}
 	fail := func(err error) (clusters.Cluster, error) {
 		_ = c.Stop(context.Background())
 		return nil, err
@@ -159,43 +200,68 @@ func (b Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 	if err := c.createNetwork(ctx); err != nil {
 		return fail(err)
 	}
-	for i := 1; i <= count; i++ {
-		name := fmt.Sprintf("redis-%d", i)
-		n := &node{c: c, name: name, dir: filepath.Join(s.Dir, "servers", name), ip: c.serverIP(i), port: 6379}
+	if err := c.plan(s); err != nil {
+		return fail(err)
+	}
+	for _, n := range c.nodes {
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			return fail(err)
 		}
-		if s.ClockShim {
+		if s.ClockShim && (n.role == roleRedis || n.role == roleMySQL) {
 			if err := n.useClockShim(); err != nil {
 				return fail(err)
 			}
 		}
-		c.nodes = append(c.nodes, n)
 	}
-	errs := make([]error, len(c.nodes))
-	done := make(chan int)
-	for i, n := range c.nodes {
-		go func() {
-			errs[i] = n.create(ctx)
-			if errs[i] == nil {
-				errs[i] = n.startAndWait(ctx)
-			}
-			done <- i
-		}()
-	}
-	for range c.nodes {
-		<-done
-	}
-	if err := errors.Join(errs...); err != nil {
+	// Create every container, then start them in waves (the Sentinels
+	// after the data nodes are in sync, as on the local backend).
+	if err := each(c.nodes, func(n *node) error { return n.create(ctx) }); err != nil {
 		return fail(err)
+	}
+	for wave := 0; wave < 2; wave++ {
+		var ns []*node
+		for _, n := range c.nodes {
+			if n.wave == wave {
+				ns = append(ns, n)
+			}
+		}
+		if len(ns) == 0 {
+			continue
+		}
+		if wave > 0 {
+			if err := c.beforeWave(ctx); err != nil {
+				return fail(err)
+			}
+		}
+		if err := each(ns, func(n *node) error { return n.startAndWait(ctx) }); err != nil {
+			return fail(err)
+		}
 	}
 	if s.NetID != "" {
 		if err := c.joinNet(s.NetID); err != nil {
 			return fail(err)
 		}
 	}
-	c.version = redisVersion(c.nodes[0].Addr())
-	return c, nil
+	out, err := c.form(ctx, s)
+	if err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+// each runs f on every node in parallel.
+func each(nodes []*node, f func(*node) error) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(n)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // ensureImage finds img locally or pulls it; a failed pull says how to build
@@ -210,8 +276,8 @@ func ensureImage(ctx context.Context, cli *client.Client, img, kind string) erro
 		rc.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("image %s is not here and could not be pulled (%v): build a local one with `sudo ./scripts/build-images.sh` and run with %s=%s (or --image %s=%s)",
-			img, firstLine(err.Error()), ImageEnv(kind), LocalRedisImage, kind, LocalRedisImage)
+		return fmt.Errorf("image %s is not here and could not be pulled (%v): build a local one with `sudo ./scripts/build-images.sh %s` and run with %s=%s (or --image %s=%s)",
+			img, firstLine(err.Error()), kind, ImageEnv(kind), LocalImage(kind), kind, LocalImage(kind))
 	}
 	return nil
 }
@@ -221,9 +287,9 @@ type cluster struct {
 	cli      *client.Client
 	topology string
 	runID    string
-	image    string
-	version  string
-	owned    bool // created by this run: Stop removes it (compose: false)
+	images   map[string]string // kind -> image
+	versions map[string]string // role -> server version, read once it serves
+	owned    bool              // created by this run: Stop removes it (compose: false)
 
 	netID   string // the Docker network's id
 	bridge  string // its bridge device in the root namespace
@@ -254,9 +320,29 @@ func (c *cluster) Addrs() []string {
 func (c *cluster) Versions() []string {
 	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
-		out[i] = fmt.Sprintf("%s: %s (image %s)", n.name, c.version, n.image())
+		out[i] = fmt.Sprintf("%s: %s (image %s)", n.name, c.versions[n.role], n.image())
 	}
 	return out
+}
+
+// readVersions asks one server of each role for its version.
+func (c *cluster) readVersions(ctx context.Context) {
+	c.versions = map[string]string{}
+	for _, n := range c.nodes {
+		if _, ok := c.versions[n.role]; ok {
+			continue
+		}
+		switch n.role {
+		case roleZK:
+			c.versions[n.role] = recipe.ZKVersion(dial, n.Addr())
+		case roleEtcd:
+			c.versions[n.role] = recipe.EtcdVersion(recipe.EtcdHTTP(dial), n.Addr())
+		case roleMySQL:
+			c.versions[n.role] = n.mysql.version(ctx)
+		default:
+			c.versions[n.role] = redisVersion(n.Addr())
+		}
+	}
 }
 
 // Net returns the run's network layer (partitions), nil without one.
@@ -272,19 +358,30 @@ func (c *cluster) Stop(ctx context.Context) error {
 		errs = append(errs, c.net.Heal(ctx), c.net.Close())
 		c.net = nil
 	}
-	for _, n := range c.nodes {
+	nerrs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		if n.mysql != nil {
+			n.mysql.close()
+		}
 		if n.id == "" {
 			continue
 		}
-		if !c.owned {
-			errs = append(errs, n.heal(ctx))
-			continue
-		}
-		n.saveLog(ctx)
-		if err := c.cli.ContainerRemove(ctx, n.id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("remove %s: %w", n.name, err))
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !c.owned {
+				nerrs[i] = n.heal(ctx)
+				return
+			}
+			n.saveLog(ctx)
+			if err := c.cli.ContainerRemove(ctx, n.id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !isNotFound(err) {
+				nerrs[i] = fmt.Errorf("remove %s: %w", n.name, err)
+			}
+		}()
 	}
+	wg.Wait()
+	errs = append(errs, nerrs...)
 	if c.owned && c.netID != "" {
 		if err := c.cli.NetworkRemove(ctx, c.netID); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", c.netName, err))
@@ -372,12 +469,16 @@ func (c *cluster) joinNet(netID string) error {
 	return nil
 }
 
+// bridgeName names the run's bridge device: br-lt and 10 hex digits of a
+// hash of the run id (an interface name has at most 15 characters, and
+// the harness's run ids are longer: their first 12 characters are the same
+// for runs a process starts within one second).
 func bridgeName(runID string) string {
-	b := "br-" + runID
-	if len(b) > 15 {
-		b = b[:15]
+	var h uint64 = 14695981039346656037
+	for _, ch := range runID {
+		h = (h ^ uint64(ch)) * 1099511628211
 	}
-	return b
+	return fmt.Sprintf("br-lt%010x", h&0xffffffffff)
 }
 
 // candidates lists the /22s of 172.28.0.0/14 (172.28-31), starting at a
@@ -497,7 +598,7 @@ func Available(ctx context.Context, kind string, overrides map[string]string) er
 	defer cli.Close()
 	img := Image(kind, overrides)
 	if _, err := cli.ImageInspect(ctx, img); err != nil {
-		return fmt.Errorf("image %s is not here: build a local one with `sudo ./scripts/build-images.sh` and set %s=%s", img, ImageEnv(kind), LocalRedisImage)
+		return fmt.Errorf("image %s is not here: build a local one with `sudo ./scripts/build-images.sh %s` and set %s=%s", img, kind, ImageEnv(kind), LocalImage(kind))
 	}
 	return nil
 }

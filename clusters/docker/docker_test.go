@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,13 +21,31 @@ import (
 )
 
 // needDocker skips (outside CI) or fails (CI=true) when there is no engine
-// or no local image, and makes the backend use the local image.
-func needDocker(t *testing.T) {
-	t.Helper()
-	img := os.Getenv(docker.ImageEnv(docker.KindRedis))
-	if img == "" {
-		img = docker.LocalRedisImage
+// or no local redis image, and makes the backend use the local image.
+func needDocker(t *testing.T) { needImage(t, docker.KindRedis) }
+
+// testImage is the image the tests run for kind: the local one
+// (scripts/build-images.sh), unless $LOCKTEST_IMAGE_<KIND> names another.
+func testImage(kind string) string {
+	if img := os.Getenv(docker.ImageEnv(kind)); img != "" {
+		return img
 	}
+	return docker.LocalImage(kind)
+}
+
+// testImages are the images of every kind the tests run (never a pull).
+func testImages() map[string]string {
+	out := map[string]string{}
+	for _, k := range docker.Kinds {
+		out[k] = testImage(k)
+	}
+	return out
+}
+
+// needImage is needDocker for the image of kind.
+func needImage(t *testing.T, kind string) {
+	t.Helper()
+	img := testImage(kind)
 	skip := func(why string) {
 		t.Helper()
 		if os.Getenv("CI") == "true" {
@@ -45,17 +64,15 @@ func needDocker(t *testing.T) {
 	}
 	defer cli.Close()
 	if _, err := cli.ImageInspect(ctx, img); err != nil {
-		skip("image " + img + " missing: build it with `sudo ./scripts/build-images.sh`")
+		skip("image " + img + " missing: build it with `sudo ./scripts/build-images.sh " + kind + "`")
 	}
-	t.Setenv(docker.ImageEnv(docker.KindRedis), img)
 }
 
-var seq int
+var seq atomic.Int64
 
 // runID is a fresh run id of the harness's length (12 characters).
 func runID() string {
-	seq++
-	return fmt.Sprintf("ltt%05d%04x", time.Now().UnixMilli()%100000, (os.Getpid()+seq)&0xffff)
+	return fmt.Sprintf("ltt%05d%04x", time.Now().UnixMilli()%100000, (int64(os.Getpid())+seq.Add(1))&0xffff)
 }
 
 // start starts topology and removes it, and checks that nothing is left,
@@ -64,7 +81,7 @@ func start(t *testing.T, spec clusters.Spec) clusters.Cluster {
 	t.Helper()
 	spec.RunID = runID()
 	spec.Dir = t.TempDir()
-	cl, err := docker.Backend{}.Start(context.Background(), spec)
+	cl, err := docker.Backend{Images: testImages()}.Start(context.Background(), spec)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, cl.Stop(context.Background()))
@@ -114,7 +131,7 @@ func TestStartsOnTheRunsBridge(t *testing.T) {
 }
 
 func TestUnsupportedTopology(t *testing.T) {
-	_, err := docker.Backend{}.Start(context.Background(), clusters.Spec{Topology: "mysql", RunID: "x"})
+	_, err := docker.Backend{}.Start(context.Background(), clusters.Spec{Topology: "mysql-galera", RunID: "x"})
 	require.ErrorContains(t, err, "not supported")
 }
 

@@ -42,3 +42,10 @@ func TestClientIP(t *testing.T) {
 	_, err := clientIP(netip.MustParsePrefix("172.28.4.0/22"), 511)
 	require.Error(t, err)
 }
+
+func TestBridgeName(t *testing.T) {
+	a, b := bridgeName("lt0432295ba104"), bridgeName("lt0432295ba105")
+	require.NotEqual(t, a, b, "runs a process starts within one second")
+	require.Len(t, a, 15)
+	require.Regexp(t, `^br-lt[0-9a-f]{10}$`, a)
+}

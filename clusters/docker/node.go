@@ -1,13 +1,17 @@
 package docker
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,24 +23,44 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/recipe"
 )
 
 // shimDir is where a node's directory (the clock offset file) is mounted
 // inside its container.
 const shimDir = "/locktest"
 
-// node is one redis-server container. It keeps its address across kill and
-// restart (a fixed IP on the run's network); a restart is a fresh process
-// with no data.
+// Roles of nodes: what a container runs, which says how to ask it whether
+// it serves.
+const (
+	roleRedis    = "redis"    // redis-server
+	roleSentinel = "sentinel" // redis-server --sentinel
+	roleZK       = "zk"       // a ZooKeeper member
+	roleEtcd     = "etcd"     // an etcd member
+	roleMySQL    = "mysql"    // mariadbd
+)
+
+// node is one server container. It keeps its address across kill and
+// restart (a fixed IP on the run's network). A restart is a fresh process
+// on the container's own filesystem: redis-server keeps no data (no RDB, no
+// AOF) and comes back empty; ZooKeeper, etcd and MariaDB come back with
+// their data directories, as the local backend's do.
 type node struct {
 	c     *cluster
 	name  string
+	role  string
+	kind  string // image kind (KindRedis...)
 	dir   string // on the host: logs, the clock offset file
 	ip    string
 	port  int
 	host  *netns.Host // the container's namespace, nil without partitions
 	shim  bool        // started under the clock shim
 	clock string      // the shim's offset file on the host
+
+	wave  int               // start order: wave 1 after wave 0 serves
+	cmd   []string          // the container's command
+	files map[string]string // absolute path in the container -> content, written before the first start
+	mysql *mysqlAdmin       // the admin connection of a MariaDB node
 
 	mu  sync.Mutex
 	id  string // container id
@@ -67,7 +91,30 @@ func (n *node) image() string {
 	if n.img != "" {
 		return n.img
 	}
-	return n.c.image
+	return n.c.images[n.kind]
+}
+
+// KeepsData reports whether a restarted node comes back with its data (the
+// kill fault says so): every server but redis-server.
+func (n *node) KeepsData() bool { return n.role != roleRedis && n.role != roleSentinel }
+
+// dial opens a TCP connection from the harness: the address is on a Docker
+// bridge of this machine, routed to it locally.
+func dial(addr string, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", addr, timeout)
+}
+
+// logName is the file Stop saves the container's output to.
+func (n *node) logName() string {
+	switch n.role {
+	case roleZK:
+		return "zookeeper.log"
+	case roleEtcd:
+		return "etcd.log"
+	case roleMySQL:
+		return "mariadb.log"
+	}
+	return "redis.log"
 }
 
 func (n *node) containerName() string { return "locktest-" + n.c.runID + "-" + n.name }
@@ -92,12 +139,12 @@ func (n *node) ShiftClock(offset time.Duration) error {
 	return os.Rename(tmp, n.clock)
 }
 
-// create makes the container, on the run's network at its fixed address.
+// create makes the container, on the run's network at its fixed address,
+// and writes its files into it.
 func (n *node) create(ctx context.Context) error {
 	cfg := &container.Config{
-		Image: n.c.image,
-		Cmd: []string{"redis-server", "--bind", "0.0.0.0", "--port", strconv.Itoa(n.port),
-			"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "notice"},
+		Image:  n.image(),
+		Cmd:    n.cmd,
 		Labels: map[string]string{LabelRun: n.c.runID, LabelTopology: n.c.topology, LabelNode: n.name},
 	}
 	hc := &container.HostConfig{}
@@ -125,11 +172,65 @@ func (n *node) create(ctx context.Context) error {
 	n.mu.Lock()
 	n.id = resp.ID
 	n.mu.Unlock()
+	return n.writeFiles(ctx, n.files)
+}
+
+// writeFiles writes files (absolute path -> content) into the container,
+// running or not, with the directories they need.
+func (n *node) writeFiles(ctx context.Context, files map[string]string) error {
+	if len(files) == 0 {
+		return nil
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	dirs := map[string]bool{}
+	for _, p := range paths {
+		for d := path.Dir(p); d != "/" && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	var dl []string
+	for d := range dirs {
+		dl = append(dl, d)
+	}
+	sort.Strings(dl)
+	now := time.Now()
+	for _, d := range dl {
+		if existingDirs[d] {
+			continue // keep the image's own owner and mode
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(d, "/") + "/", Mode: 0o755, ModTime: now}); err != nil {
+			return err
+		}
+	}
+	for _, p := range paths {
+		body := files[p]
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(p, "/"), Mode: 0o644, Size: int64(len(body)), ModTime: now}); err != nil {
+			return err
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := n.c.cli.CopyToContainer(ctx, n.id, "/", &buf, container.CopyToContainerOptions{}); err != nil {
+		return fmt.Errorf("write files into %s: %w", n.name, err)
+	}
 	return nil
 }
 
-// startAndWait starts the container and waits until the server answers
-// PING.
+// existingDirs are directories the images have already, with the owner
+// their servers need (a file written into them keeps their mode).
+var existingDirs = map[string]bool{"/data": true, "/etc": true, "/var": true, "/var/lib": true}
+
+// startAndWait starts the container and waits until the server serves.
 func (n *node) startAndWait(ctx context.Context) error {
 	if err := n.c.cli.ContainerStart(ctx, n.id, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start %s: %w", n.name, err)
@@ -137,7 +238,19 @@ func (n *node) startAndWait(ctx context.Context) error {
 	if err := n.refreshPID(ctx); err != nil {
 		return err
 	}
-	return n.waitReady(ctx, 20*time.Second)
+	return n.waitReady(ctx, n.readyLimit())
+}
+
+// readyLimit bounds a start: a JVM or a MariaDB datadir takes longer than
+// a redis-server.
+func (n *node) readyLimit() time.Duration {
+	switch n.role {
+	case roleZK, roleMySQL:
+		return 90 * time.Second
+	case roleEtcd:
+		return 45 * time.Second
+	}
+	return 20 * time.Second
 }
 
 func (n *node) refreshPID(ctx context.Context) error {
@@ -155,16 +268,37 @@ func (n *node) refreshPID(ctx context.Context) error {
 	return nil
 }
 
-// waitReady polls PING over the bridge every 20 ms.
+// ready says whether the server serves: PING for Redis and Sentinel, srvr
+// for ZooKeeper (a member serves once it has a leader), /health for etcd
+// (likewise), a ping of the admin account for MariaDB.
+func (n *node) ready(ctx context.Context) error {
+	switch n.role {
+	case roleZK:
+		_, err := recipe.ZKMode(dial, n.name, n.Addr())
+		return err
+	case roleEtcd:
+		return recipe.EtcdHealthy(recipe.EtcdHTTP(dial), n.name, n.Addr())
+	case roleMySQL:
+		return n.mysql.ping(ctx)
+	}
+	return ping(n.Addr())
+}
+
+// waitReady polls ready over the bridge every 20 ms (50 ms for the
+// ensembles).
 func (n *node) waitReady(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
+	every := 20 * time.Millisecond
+	if n.role == roleZK || n.role == roleEtcd || n.role == roleMySQL {
+		every = 50 * time.Millisecond
+	}
 	var last error
 	for {
-		if last = ping(n.Addr()); last == nil {
+		if last = n.ready(ctx); last == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s (%s) did not answer PING within %s: %v; last log lines: %s", n.name, n.Addr(), limit, last, n.tail(ctx, 3))
+			return fmt.Errorf("%s (%s) did not serve within %s: %v; last log lines: %s", n.name, n.Addr(), limit, last, n.tail(ctx, 3))
 		}
 		info, err := n.c.cli.ContainerInspect(ctx, n.id)
 		if err == nil && info.State != nil && !info.State.Running && !info.State.Paused {
@@ -173,7 +307,7 @@ func (n *node) waitReady(ctx context.Context, limit time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }
@@ -247,9 +381,10 @@ func (n *node) Kill() error {
 	return nil
 }
 
-// Restart starts the killed container again: a fresh, empty redis-server
-// at the same address (and, with partitions, its new namespace named again
-// with the blocks in force written into it).
+// Restart starts the killed container again at the same address (and,
+// with partitions, its new namespace named again with the blocks in force
+// written into it): a fresh, empty redis-server; a ZooKeeper, etcd or
+// MariaDB server on the data it had.
 func (n *node) Restart(ctx context.Context) error {
 	if n.PID() != 0 {
 		return fmt.Errorf("%s is still running", n.name)
@@ -265,7 +400,7 @@ func (n *node) Restart(ctx context.Context) error {
 			return err
 		}
 	}
-	return n.waitReady(ctx, 15*time.Second)
+	return n.waitReady(ctx, n.readyLimit())
 }
 
 // heal leaves a compose container running and thawed.
@@ -283,15 +418,18 @@ func (n *node) heal(ctx context.Context) error {
 	return nil
 }
 
-// saveLog writes the container's output to redis.log in the node's
-// directory.
+// saveLog writes the container's output to the node's directory
+// (redis.log, zookeeper.log, etcd.log or mariadb.log).
 func (n *node) saveLog(ctx context.Context) {
 	rc, err := n.c.cli.ContainerLogs(ctx, n.id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return
 	}
 	defer rc.Close()
-	f, err := os.Create(filepath.Join(n.dir, "redis.log"))
+	if err := os.MkdirAll(n.dir, 0o755); err != nil {
+		return
+	}
+	f, err := os.Create(filepath.Join(n.dir, n.logName()))
 	if err != nil {
 		return
 	}
@@ -315,3 +453,29 @@ func (n *node) tail(ctx context.Context, lines int) string {
 
 // isNotFound reports a missing container or network.
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+// exec runs argv inside the running container and returns its standard
+// output; a non-zero exit is an error carrying its standard error.
+func (n *node) exec(ctx context.Context, argv []string) (string, error) {
+	resp, err := n.c.cli.ContainerExecCreate(ctx, n.id, container.ExecOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return "", fmt.Errorf("exec in %s: %w", n.name, err)
+	}
+	att, err := n.c.cli.ContainerExecAttach(ctx, resp.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return "", fmt.Errorf("exec in %s: %w", n.name, err)
+	}
+	defer att.Close()
+	var out, errOut strings.Builder
+	if _, err := demux(&out, &errOut, att.Reader); err != nil {
+		return "", fmt.Errorf("exec in %s: %w", n.name, err)
+	}
+	ins, err := n.c.cli.ContainerExecInspect(ctx, resp.ID)
+	if err != nil {
+		return "", fmt.Errorf("exec in %s: %w", n.name, err)
+	}
+	if ins.ExitCode != 0 {
+		return out.String(), fmt.Errorf("%s in %s exited with %d: %s", argv[0], n.name, ins.ExitCode, firstLine(strings.TrimSpace(errOut.String())))
+	}
+	return out.String(), nil
+}

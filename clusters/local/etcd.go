@@ -2,12 +2,9 @@ package local
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +14,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/recipe"
 )
 
 // etcd cluster: etcd-server processes of Debian's package (etcd 3.4), each
@@ -76,13 +74,7 @@ func startEtcdN(ctx context.Context, s clusters.Spec, count int) (clusters.Clust
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			return nil, err
 		}
-		n.argv = []string{"etcd", "--name", n.name, "--data-dir", filepath.Join(n.dir, "data"),
-			"--logger=zap", "--log-outputs=stderr",
-			"--listen-client-urls", "http://" + n.addr, "--advertise-client-urls", "http://" + n.addr,
-			"--listen-peer-urls", "http://" + n.peerAddr, "--initial-advertise-peer-urls", "http://" + n.peerAddr,
-			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-			"--initial-cluster-token", "locktest",
-			"--heartbeat-interval", "100", "--election-timeout", "500"}
+		n.argv = recipe.EtcdArgs(n.name, filepath.Join(n.dir, "data"), n.addr, n.addr, n.peerAddr, n.peerAddr, strings.Join(initial, ","))
 	}
 	for _, n := range c.nodes {
 		if err := n.launch(); err != nil {
@@ -111,51 +103,15 @@ func startEtcdN(ctx context.Context, s clusters.Spec, count int) (clusters.Clust
 	return c, nil
 }
 
-// httpClient talks to the node's client URL from the node's namespace.
-func (n *etcdNode) httpClient() *http.Client {
-	return &http.Client{
-		Timeout: time.Second,
-		Transport: &http.Transport{
-			DisableKeepAlives: true,
-			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-				return n.dial(addr, 500*time.Millisecond)
-			},
-		},
-	}
-}
-
 // healthy asks /health, which says true once the member has a leader and
 // serves.
 func (n *etcdNode) healthy() error {
-	resp, err := n.httpClient().Get("http://" + n.addr + "/health")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if !strings.Contains(string(b), `"true"`) {
-		return fmt.Errorf("%s unhealthy: %s", n.name, strings.TrimSpace(string(b)))
-	}
-	return nil
+	return recipe.EtcdHealthy(recipe.EtcdHTTP(n.dial), n.name, n.addr)
 }
 
 // status returns the member's id and the id of the leader it knows.
 func (n *etcdNode) status() (member, leader string, err error) {
-	resp, err := n.httpClient().Post("http://"+n.addr+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
-	if err != nil {
-		return "", "", err
-	}
-	defer resp.Body.Close()
-	var st struct {
-		Header struct {
-			MemberID string `json:"member_id"`
-		} `json:"header"`
-		Leader string `json:"leader"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return "", "", fmt.Errorf("%s status: %w", n.name, err)
-	}
-	return st.Header.MemberID, st.Leader, nil
+	return recipe.EtcdStatus(recipe.EtcdHTTP(n.dial), n.name, n.addr)
 }
 
 // Restart starts the member again with its data directory (an etcd member
@@ -213,35 +169,17 @@ func (c *etcdCluster) Versions() []string {
 func (c *etcdCluster) Leader(ctx context.Context) (clusters.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var last error = errors.New("no leader")
-	for {
-		ids := map[string]*etcdNode{}
-		votes := map[string]int{}
-		for _, n := range c.nodes {
-			if n.PID() == 0 {
-				continue
-			}
-			m, l, err := n.status()
-			if err != nil {
-				last = err
-				continue
-			}
-			ids[m] = n
-			if l != "" && l != "0" {
-				votes[l]++
-			}
+	i, err := recipe.EtcdLeader(ctx, func() []recipe.EtcdMember {
+		out := make([]recipe.EtcdMember, len(c.nodes))
+		for i, n := range c.nodes {
+			out[i] = recipe.EtcdMember{Running: n.PID() != 0, Status: n.status}
 		}
-		for id, v := range votes {
-			if n, ok := ids[id]; ok && v >= len(c.nodes)/2+1 {
-				return n, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("etcd leader: %w (%w)", last, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+		return out
+	})
+	if err != nil {
+		return nil, err
 	}
+	return c.nodes[i], nil
 }
 
 func (c *etcdCluster) Stop(ctx context.Context) error {

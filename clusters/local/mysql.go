@@ -23,6 +23,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/runstate"
 )
@@ -47,79 +48,25 @@ import (
 // locks and GET_LOCK locks do not. The datadir is removed when the cluster
 // stops, unless --param keep_datadir=true.
 const (
-	// The account clients use (locks/mysql.go has the same).
-	mysqlUser     = "locktest"
-	mysqlPassword = "locktest"
-	mysqlDatabase = "locktest"
-	// The account the replica replicates with.
-	mysqlReplUser     = "locktest_repl"
-	mysqlReplPassword = "locktest-repl-secret"
-
-	mysqlReadyLimit = 60 * time.Second // start-up, crash recovery included
-	mysqlStopLimit  = 10 * time.Second // SIGTERM, then SIGKILL
-	mysqlSyncLimit  = 15 * time.Second // replication threads running
+	mysqlUser       = recipe.MySQLUser
+	mysqlPassword   = recipe.MySQLPassword
+	mysqlDatabase   = recipe.MySQLDatabase
+	mysqlReadyLimit = recipe.MySQLReadyLimit
+	mysqlStopLimit  = recipe.MySQLStopLimit
+	mysqlSyncLimit  = recipe.MySQLSyncLimit
 )
 
 // Param documents one --param setting.
-type Param struct {
-	Name, Default string
-	For           string // the topologies or schemes that read it
-	Summary       string
-}
+type Param = recipe.Param
 
-// Params lists the --param settings the local backend's topologies read,
-// for `locktest list` and the README.
-var Params = []Param{
-	{"wait_timeout", "2", "mysql, mysql-replicated",
-		"seconds a server keeps an idle connection: a holder of mysql-for-update or mysql-get-lock paused longer loses its lock with its connection"},
-	{"innodb_lock_wait_timeout", "1", "mysql, mysql-replicated",
-		"seconds a statement waits for another's row lock before it fails (MariaDB's own default is 50); 0 makes even a release fail when it meets a concurrent insert's lock"},
-	{"lock_wait", "0", "mysql-for-update, mysql-get-lock",
-		"seconds an acquire waits in the server for a held lock: 0 is a try-lock (FOR UPDATE NOWAIT, GET_LOCK(name, 0)), N is FOR UPDATE WAIT N, GET_LOCK(name, N)"},
-	{"replica_delay", "0", "mysql-replicated",
-		"seconds the replica lags on purpose (MASTER_DELAY): a failover then loses every transaction of the last replica_delay seconds"},
-	{"keep_datadir", "false", "mysql, mysql-replicated",
-		"keep the servers' datadirs (binlogs included) in the run directory after the run"},
-}
+// Params lists the --param settings the topologies read, for `locktest
+// list` and the README.
+var Params = recipe.Params
 
-// mysqlSettings are the --param settings of the MySQL topologies.
-type mysqlSettings struct {
-	waitTimeout  int // wait_timeout, seconds
-	lockWait     int // innodb_lock_wait_timeout, seconds
-	replicaDelay int // MASTER_DELAY of the replica, seconds
-	keepData     bool
-}
+type mysqlSettings = recipe.MySQLSettings
 
 func mysqlSettingsFrom(p map[string]string) (mysqlSettings, error) {
-	s := mysqlSettings{waitTimeout: 2, lockWait: 1}
-	ints := []struct {
-		name string
-		min  int
-		v    *int
-	}{
-		{"wait_timeout", 1, &s.waitTimeout},
-		{"innodb_lock_wait_timeout", 0, &s.lockWait},
-		{"replica_delay", 0, &s.replicaDelay},
-	}
-	for _, f := range ints {
-		v, ok := p[f.name]
-		if !ok {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < f.min {
-			return s, fmt.Errorf("--param %s=%s: want a whole number of seconds, at least %d", f.name, v, f.min)
-		}
-		*f.v = n
-	}
-	if v, ok := p["keep_datadir"]; ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return s, fmt.Errorf("--param keep_datadir=%s: want true or false", v)
-		}
-		s.keepData = b
-	}
-	return s, nil
+	return recipe.MySQLSettingsFrom(p)
 }
 
 func startMySQL(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
@@ -146,9 +93,6 @@ func startMySQLReplicated(ctx context.Context, s clusters.Spec) (clusters.Cluste
 // newMySQLCluster initialises and starts count servers in parallel; the
 // first is the primary, the others start read-only.
 func newMySQLCluster(ctx context.Context, s clusters.Spec, count int) (*mysqlCluster, error) {
-	if s.ClockShim {
-		return nil, fmt.Errorf("the %s topology has no clock shim: clock faults need a Redis topology", s.Topology)
-	}
 	set, err := mysqlSettingsFrom(s.Params)
 	if err != nil {
 		return nil, err
@@ -156,7 +100,7 @@ func newMySQLCluster(ctx context.Context, s clusters.Spec, count int) (*mysqlClu
 	c := &mysqlCluster{topology: s.Topology}
 	for i := 1; i <= count; i++ {
 		name := fmt.Sprintf("mysql-%d", i)
-		n := &mysqlNode{name: name, serverID: i, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker, set: set, readOnly: i > 1, sockFD: -1}
+		n := &mysqlNode{name: name, serverID: i, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker, set: set, readOnly: i > 1, sockFD: -1, clockShim: s.ClockShim}
 		if s.Net != nil {
 			h, err := s.Net.AddHost(name)
 			if err != nil {
@@ -285,27 +229,9 @@ func (c *mysqlReplicated) FailPrimary(ctx context.Context) (string, error) {
 	pi := c.primary
 	c.mu.Unlock()
 	p, r := c.nodes[pi], c.nodes[1-pi]
-	if p.PID() == 0 {
-		return "", fmt.Errorf("fail primary: %s is down", p.name)
-	}
-	if r.PID() == 0 {
-		return "", fmt.Errorf("fail primary: %s, the replica, is down: nothing to promote", r.name)
-	}
-	pid := p.PID()
-	if err := p.Kill(); err != nil {
-		return "", fmt.Errorf("fail primary: %w", err)
-	}
-	t0 := time.Now()
-	st, err := r.replicaStatus(ctx)
+	line, err := recipe.MySQLFailPrimary(ctx, p, r, "kill -9")
 	if err != nil {
-		return "", fmt.Errorf("promote %s: %w", r.name, err)
-	}
-	applied, err := r.queryString(ctx, "SELECT @@global.gtid_slave_pos")
-	if err != nil {
-		return "", fmt.Errorf("promote %s: %w", r.name, err)
-	}
-	if err := r.exec(ctx, "STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only=0"); err != nil {
-		return "", fmt.Errorf("promote %s: %w", r.name, err)
+		return "", err
 	}
 	r.setReadOnly(false)
 	p.setReadOnly(true) // it comes back as a replica
@@ -313,8 +239,7 @@ func (c *mysqlReplicated) FailPrimary(ctx context.Context) (string, error) {
 	c.primary = 1 - pi
 	c.mu.Unlock()
 	c.failed = p
-	return fmt.Sprintf("killed primary %s (pid %d, kill -9); promoted %s %s later (STOP SLAVE; RESET SLAVE ALL; read_only=0): it had received %s and applied %s; anything later is lost",
-		p.name, pid, r.name, time.Since(t0).Round(time.Millisecond), gtidOrNone(st["Gtid_IO_Pos"]), gtidOrNone(applied)), nil
+	return line, nil
 }
 
 // Rejoin restarts the failed primary on its old datadir, stale and holding
@@ -348,12 +273,7 @@ func (c *mysqlReplicated) Rejoin(ctx context.Context) error {
 	return nil
 }
 
-func gtidOrNone(s string) string {
-	if s == "" {
-		return "nothing"
-	}
-	return "GTID " + s
-}
+func gtidOrNone(s string) string { return recipe.GTIDOrNone(s) }
 
 // mysqlNode is one mariadbd.
 type mysqlNode struct {
@@ -369,6 +289,9 @@ type mysqlNode struct {
 	tmpBase string // a datadir outside the run directory (see prepare), "" if none
 	sockFD  int    // O_PATH handle on the datadir: the admin socket is reached through it
 	admin   *sql.DB
+
+	clockShim bool   // run mariadbd under the clock shim (see clusters.FaketimeLib)
+	clockFile string // the shim's offset file, beside the datadir (set by prepare)
 
 	mu       sync.Mutex
 	readOnly bool // start with --read-only
@@ -516,9 +439,8 @@ func (n *mysqlNode) prepare(ctx context.Context) error {
 			}
 		}
 	}
-	args := []string{"--no-defaults", "--datadir=" + n.datadir, "--tmpdir=" + n.tmpdir,
-		"--auth-root-authentication-method=socket", "--skip-test-db",
-		"--innodb-log-file-size=8M", "--innodb-buffer-pool-size=32M"}
+	args := []string{"--no-defaults", "--datadir=" + n.datadir, "--tmpdir=" + n.tmpdir}
+	args = append(args, recipe.MySQLInstallFlags...)
 	if asRoot {
 		args = append(args, "--user=mysql")
 	}
@@ -544,7 +466,45 @@ func (n *mysqlNode) prepare(ctx context.Context) error {
 	}
 	n.sockFD = fd
 	n.admin = n.openAdmin()
+	if n.clockShim {
+		// In the server's own tmpdir: the mysql user reaches it.
+		n.clockFile = filepath.Join(n.tmpdir, "clock-offset")
+		if err := os.WriteFile(n.clockFile, []byte("+0\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// ShiftClock sets the server's wall clock (NOW(), CURRENT_TIMESTAMP,
+// UNIX_TIMESTAMP()) to real time + offset, through the clock shim.
+func (n *mysqlNode) ShiftClock(offset time.Duration) error {
+	if n.clockFile == "" {
+		return fmt.Errorf("%s runs without the clock shim", n.name)
+	}
+	return writeClockOffset(n.clockFile, offset)
+}
+
+// shimEnv is the environment that starts a server under the clock shim
+// with its offset in file: libfaketime behind glibc's debug malloc (see
+// clusters.FaketimeLib), re-reading the file at every call, monotonic
+// clocks untouched.
+func shimEnv(file string) []string {
+	return []string{
+		"LD_PRELOAD=" + clusters.MallocDebugLib + ":" + clusters.FaketimeLib,
+		"FAKETIME_TIMESTAMP_FILE=" + file,
+		"FAKETIME_NO_CACHE=1",
+		"FAKETIME_DONT_FAKE_MONOTONIC=1",
+	}
+}
+
+// writeClockOffset replaces the shim's offset file at once.
+func writeClockOffset(file string, offset time.Duration) error {
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%+.3f\n", offset.Seconds())), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
 
 // openAdmin returns the pool of admin connections: the OS user over the
@@ -578,18 +538,8 @@ func (n *mysqlNode) argv(port int) []string {
 	args := []string{"mariadbd", "--no-defaults",
 		"--datadir=" + n.datadir, "--tmpdir=" + n.tmpdir, "--socket=mysqld.sock", "--pid-file=mysqld.pid",
 		"--bind-address=" + n.ip(), "--port=" + strconv.Itoa(port),
-		"--server-id=" + strconv.Itoa(n.serverID),
-		"--log-bin=binlog", "--binlog-format=ROW", "--log-slave-updates",
-		"--relay-log=relay", "--relay-log-recovery",
-		"--skip-name-resolve", "--performance-schema=OFF", "--max-connections=1000",
-		"--innodb-buffer-pool-size=32M", "--innodb-log-file-size=8M",
-		"--innodb-buffer-pool-dump-at-shutdown=OFF", "--innodb-buffer-pool-load-at-startup=OFF",
-		"--wait-timeout=" + strconv.Itoa(n.set.waitTimeout),
-		"--innodb-lock-wait-timeout=" + strconv.Itoa(n.set.lockWait),
-		// Aborted connections (a client gone, an idle one dropped after
-		// wait_timeout) are written to the log.
-		"--log-warnings=3",
 	}
+	args = append(args, recipe.MariadbdFlags(n.set, n.serverID)...)
 	if os.Geteuid() == 0 {
 		args = append(args, "--user=mysql")
 	}
@@ -642,12 +592,28 @@ func (n *mysqlNode) launch(ctx context.Context, port int) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if n.clockFile != "" {
+		cmd.Env = append(os.Environ(), shimEnv(n.clockFile)...)
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return err
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	pid := cmd.Process.Pid
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		if n.clockFile != "" {
+			removeFaketimeShm(pid)
+		}
+		close(exited)
+	}()
+	if n.clockFile != "" {
+		for _, p := range faketimeShm(pid) {
+			n.tracker.AddPath(p)
+		}
+	}
 	n.tracker.AddProc(cmd.Process.Pid, n.name)
 	n.mu.Lock()
 	n.port, n.addr = port, net.JoinHostPort(n.ip(), strconv.Itoa(port))
@@ -686,13 +652,7 @@ func (n *mysqlNode) launch(ctx context.Context, port int) error {
 // bootstrap creates the database and the two accounts, on this server only
 // (not binlogged).
 func (n *mysqlNode) bootstrap(ctx context.Context) error {
-	return n.exec(ctx,
-		"SET SESSION sql_log_bin=0",
-		"CREATE DATABASE IF NOT EXISTS "+mysqlDatabase,
-		fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s'", mysqlUser, mysqlPassword),
-		fmt.Sprintf("GRANT ALL ON %s.* TO '%s'@'%%'", mysqlDatabase, mysqlUser),
-		fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s'", mysqlReplUser, mysqlReplPassword),
-		fmt.Sprintf("GRANT REPLICATION SLAVE ON *.* TO '%s'@'%%'", mysqlReplUser))
+	return n.exec(ctx, recipe.MySQLBootstrap()...)
 }
 
 // exec runs statements in order on one admin session.
@@ -720,15 +680,7 @@ func (n *mysqlNode) queryString(ctx context.Context, q string) (string, error) {
 	return s.String, err
 }
 
-// firstWords shortens a statement for an error message, leaving out
-// passwords.
-func firstWords(s string) string {
-	f := strings.Fields(s)
-	if len(f) > 3 {
-		f = f[:3]
-	}
-	return strings.Join(f, " ")
-}
+func firstWords(s string) string { return recipe.FirstWords(s) }
 
 // replicaStatus returns SHOW SLAVE STATUS as column -> value (empty when
 // the server replicates from nobody).
@@ -765,34 +717,21 @@ func (n *mysqlNode) replicaStatus(ctx context.Context) (map[string]string, error
 // start of p's binlog), and waits until both replication threads run.
 func (n *mysqlNode) replicateFrom(ctx context.Context, p *mysqlNode, pos string) error {
 	_, port, _ := net.SplitHostPort(p.Addr())
-	stmts := []string{"STOP SLAVE", "RESET SLAVE ALL", fmt.Sprintf("SET GLOBAL gtid_slave_pos='%s'", pos)}
-	stmts = append(stmts,
-		fmt.Sprintf("CHANGE MASTER TO MASTER_HOST='%s', MASTER_PORT=%s, MASTER_USER='%s', MASTER_PASSWORD='%s', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1, MASTER_DELAY=%d",
-			p.ip(), port, mysqlReplUser, mysqlReplPassword, n.set.replicaDelay),
-		"START SLAVE")
-	if err := n.exec(ctx, stmts...); err != nil {
-		return fmt.Errorf("replicate %s from %s: %w", n.name, p.name, err)
+	st, err := recipe.MySQLReplicateFrom(ctx, n, p.name, p.ip(), port, n.set.ReplicaDelay, pos)
+	if err != nil {
+		return err
 	}
-	deadline := time.Now().Add(mysqlSyncLimit)
-	for {
-		st, err := n.replicaStatus(ctx)
-		if err != nil {
-			return err
-		}
-		if st["Slave_IO_Running"] == "Yes" && st["Slave_SQL_Running"] == "Yes" {
-			n.logf("replicating from %s (%s), received %s", p.name, p.Addr(), gtidOrNone(st["Gtid_IO_Pos"]))
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("replicate %s from %s: threads not running after %s (io %q %s, sql %q %s)", n.name, p.name, mysqlSyncLimit,
-				st["Slave_IO_Running"], st["Last_IO_Error"], st["Slave_SQL_Running"], st["Last_SQL_Error"])
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	n.logf("replicating from %s (%s), received %s", p.name, p.Addr(), gtidOrNone(st["Gtid_IO_Pos"]))
+	return nil
+}
+
+// Exec, QueryString and ReplicaStatus make the node a recipe.MySQLServer.
+func (n *mysqlNode) Exec(ctx context.Context, stmts ...string) error { return n.exec(ctx, stmts...) }
+func (n *mysqlNode) QueryString(ctx context.Context, q string) (string, error) {
+	return n.queryString(ctx, q)
+}
+func (n *mysqlNode) ReplicaStatus(ctx context.Context) (map[string]string, error) {
+	return n.replicaStatus(ctx)
 }
 
 // rebuildFrom replaces n's copy of the database with a consistent dump of
@@ -804,9 +743,8 @@ func (n *mysqlNode) rebuildFrom(ctx context.Context, p *mysqlNode) error {
 		return err
 	}
 	var dump, dumpErr strings.Builder
-	d := exec.CommandContext(ctx, "mariadb-dump", "--no-defaults", "--socket=mysqld.sock", "--user="+adminUser(),
-		"--single-transaction", "--gtid", "--master-data=2", "--add-drop-database", "--skip-dump-date",
-		"--databases", mysqlDatabase)
+	d := exec.CommandContext(ctx, "mariadb-dump", append([]string{"--no-defaults", "--socket=mysqld.sock", "--user=" + adminUser()},
+		recipe.MySQLDumpFlags...)...)
 	d.Dir = p.datadir // the socket path is relative: it may be too long to give whole
 	d.Stdout, d.Stderr = &dump, &dumpErr
 	if err := d.Run(); err != nil {
@@ -837,22 +775,7 @@ func (n *mysqlNode) rebuildFrom(ctx context.Context, p *mysqlNode) error {
 	return nil
 }
 
-// dumpGTID finds the GTID position mariadb-dump --gtid --master-data=2
-// writes as a comment, -- SET GLOBAL gtid_slave_pos='0-1-42'; it writes
-// none when the server's binlog state is empty.
-func dumpGTID(dump string) (string, bool) {
-	const marker = "gtid_slave_pos='"
-	i := strings.Index(dump, marker)
-	if i < 0 {
-		return "", false
-	}
-	rest := dump[i+len(marker):]
-	j := strings.IndexByte(rest, '\'')
-	if j < 0 {
-		return "", false
-	}
-	return rest[:j], true
-}
+func dumpGTID(dump string) (string, bool) { return recipe.DumpGTID(dump) }
 
 func adminUser() string {
 	if os.Geteuid() != 0 {
@@ -951,7 +874,7 @@ func (n *mysqlNode) stop(ctx context.Context) error {
 		_ = unix.Close(n.sockFD)
 		n.sockFD = -1
 	}
-	if n.datadir == "" || n.set.keepData {
+	if n.datadir == "" || n.set.KeepData {
 		return nil
 	}
 	if n.tmpBase != "" {

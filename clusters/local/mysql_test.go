@@ -215,3 +215,29 @@ func mariadbVersionOr(t *testing.T) string {
 	}
 	return mariadbVersion()
 }
+
+// Under the clock shim the server's NOW() follows ShiftClock, and goes
+// back when the offset returns to 0.
+func TestMySQLClockShim(t *testing.T) {
+	needMariaDB(t, "mysql")
+	if _, err := os.Stat(clusters.FaketimeLib); err != nil {
+		t.Skip("libfaketime not installed")
+	}
+	cl, err := Backend{}.Start(context.Background(), clusters.Spec{Topology: "mysql", Dir: runDir(t), ClockShim: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Stop(context.Background()) })
+	db := client(t, cl.Addrs()[0])
+	skew := func() time.Duration {
+		var now float64
+		require.NoError(t, db.QueryRow("SELECT UNIX_TIMESTAMP(NOW(6))").Scan(&now))
+		return time.Duration(now*1e9) - time.Duration(time.Now().UnixNano())
+	}
+	require.InDelta(t, 0, skew().Seconds(), 0.5)
+	n := cl.Nodes()[0].(clusters.ClockShifter)
+	require.NoError(t, n.ShiftClock(90*time.Second))
+	require.InDelta(t, 90, skew().Seconds(), 0.5)
+	require.NoError(t, n.ShiftClock(-30*time.Second))
+	require.InDelta(t, -30, skew().Seconds(), 0.5)
+	require.NoError(t, n.ShiftClock(0))
+	require.InDelta(t, 0, skew().Seconds(), 0.5)
+}

@@ -2,15 +2,18 @@ package local
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/runstate"
@@ -228,4 +231,24 @@ func loopbackPorts(count int) ([]int, error) {
 		out = append(out, l.Addr().(*net.TCPAddr).Port)
 	}
 	return out, nil
+}
+
+// portRaceRetry starts an ensemble on loopback again, on fresh ports, when
+// one of its members exited at start: loopbackPorts frees the ports it
+// found before the members bind them, and another process may take one in
+// between. Each attempt starts from empty server directories (the failed
+// attempt's logs are kept beside them, as servers.failed-N).
+func portRaceRetry(start func(context.Context, clusters.Spec) (clusters.Cluster, error)) func(context.Context, clusters.Spec) (clusters.Cluster, error) {
+	return func(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
+		for attempt := 1; ; attempt++ {
+			c, err := start(ctx, s)
+			if err == nil || s.Net != nil || attempt == 3 || ctx.Err() != nil || !strings.Contains(err.Error(), "exited at start") {
+				return c, err
+			}
+			servers := filepath.Join(s.Dir, "servers")
+			if rerr := os.Rename(servers, fmt.Sprintf("%s.failed-%d", servers, attempt)); rerr != nil && !os.IsNotExist(rerr) {
+				return nil, errors.Join(err, rerr)
+			}
+		}
+	}
 }

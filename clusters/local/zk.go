@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/recipe"
 )
 
 // ZooKeeper ensemble: plain java processes of Debian's zookeeper package,
@@ -27,17 +27,6 @@ import (
 const ZKJar = "/usr/share/java/zookeeper.jar"
 
 var zkClasspath = []string{ZKJar, "/usr/share/java/slf4j-log4j12.jar", "/usr/share/java/log4j-1.2.jar"}
-
-// zkTick is the ensemble's tickTime.
-const zkTick = 200 * time.Millisecond
-
-const zkLog4j = `log4j.rootLogger=INFO, ROLLINGFILE
-log4j.appender.ROLLINGFILE=org.apache.log4j.RollingFileAppender
-log4j.appender.ROLLINGFILE.File=${zookeeper.log.dir}/zookeeper.log
-log4j.appender.ROLLINGFILE.MaxFileSize=10MB
-log4j.appender.ROLLINGFILE.layout=org.apache.log4j.PatternLayout
-log4j.appender.ROLLINGFILE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n
-`
 
 // zkNode is one ZooKeeper server.
 type zkNode struct{ procNode }
@@ -93,9 +82,9 @@ func startZKN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	var servers strings.Builder
+	peers := make([]recipe.ZKPeer, len(c.nodes))
 	for i := range c.nodes {
-		fmt.Fprintf(&servers, "server.%d=%s:%d:%d\n", i+1, ips[i], ps[i].peer, ps[i].elect)
+		peers[i] = recipe.ZKPeer{IP: ips[i], PeerPort: ps[i].peer, ElectPort: ps[i].elect}
 	}
 	for i, n := range c.nodes {
 		n.addr = net.JoinHostPort(ips[i], strconv.Itoa(ps[i].client))
@@ -106,21 +95,10 @@ func startZKN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster
 		if err := os.MkdirAll(data, 0o755); err != nil {
 			return nil, err
 		}
-		cfg := fmt.Sprintf(`tickTime=%d
-initLimit=10
-syncLimit=5
-minSessionTimeout=%d
-maxSessionTimeout=%d
-dataDir=%s
-clientPort=%d
-clientPortAddress=%s
-4lw.commands.whitelist=*
-admin.enableServer=false
-forceSync=no
-%s`, zkTick.Milliseconds(), 2*zkTick.Milliseconds(), 600*zkTick.Milliseconds(), data, ps[i].client, ips[i], servers.String())
+		cfg := recipe.ZKConfig(data, ps[i].client, ips[i], peers)
 		files := map[string]string{
 			"zoo.cfg":          cfg,
-			"log4j.properties": zkLog4j,
+			"log4j.properties": recipe.ZKLog4j,
 			"data/myid":        fmt.Sprintf("%d\n", i+1),
 		}
 		for name, body := range files {
@@ -128,12 +106,11 @@ forceSync=no
 				return nil, err
 			}
 		}
-		n.argv = []string{"java", "-cp", n.dir + ":" + strings.Join(zkClasspath, ":"),
-			"-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
-			"-Dzookeeper.log.dir=" + filepath.Join(n.dir, "log"),
-			"-Dlog4j.configuration=file:" + filepath.Join(n.dir, "log4j.properties"),
-			"-Dzookeeper.cnxTimeout=1000",
-			"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(n.dir, "zoo.cfg")}
+		n.argv = append([]string{"java", "-cp", n.dir + ":" + strings.Join(zkClasspath, ":")}, recipe.ZKJVMFlags...)
+		n.argv = append(n.argv,
+			"-Dzookeeper.log.dir="+filepath.Join(n.dir, "log"),
+			"-Dlog4j.configuration=file:"+filepath.Join(n.dir, "log4j.properties"),
+			recipe.ZKMain, filepath.Join(n.dir, "zoo.cfg"))
 	}
 	for _, n := range c.nodes {
 		if err := n.launch(); err != nil {
@@ -167,38 +144,8 @@ func (c *zkCluster) waitServing(ctx context.Context, limit time.Duration) error 
 	return err
 }
 
-// fourLetter sends a ZooKeeper four-letter command and returns the answer.
-func (n *zkNode) fourLetter(cmd string) (string, error) {
-	conn, err := n.dial(n.addr, 300*time.Millisecond)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte(cmd)); err != nil {
-		return "", err
-	}
-	var sb strings.Builder
-	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
-		sb.WriteString(sc.Text() + "\n")
-	}
-	return sb.String(), nil
-}
-
 // mode returns "leader" or "follower" once the node serves requests.
-func (n *zkNode) mode() (string, error) {
-	out, err := n.fourLetter("srvr")
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(out, "\n") {
-		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
-			return strings.TrimSpace(m), nil
-		}
-	}
-	return "", fmt.Errorf("%s not serving: %q", n.name, strings.TrimSpace(out))
-}
+func (n *zkNode) mode() (string, error) { return recipe.ZKMode(n.dial, n.name, n.addr) }
 
 // Restart starts the server again after a kill, with its data directory as
 // it was (ZooKeeper logs every transaction before it acknowledges it; a
@@ -256,36 +203,17 @@ func (c *zkCluster) Versions() []string {
 func (c *zkCluster) Leader(ctx context.Context) (clusters.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var last error
-	for {
-		var leaders []*zkNode
-		for _, n := range c.nodes {
-			if n.PID() == 0 {
-				continue
-			}
-			m, err := n.mode()
-			if err != nil {
-				last = err
-				continue
-			}
-			if m == "leader" {
-				leaders = append(leaders, n)
-			}
+	i, err := recipe.ZKLeader(ctx, func() []recipe.ZKMember {
+		out := make([]recipe.ZKMember, len(c.nodes))
+		for i, n := range c.nodes {
+			out[i] = recipe.ZKMember{Running: n.PID() != 0, Mode: n.mode}
 		}
-		if len(leaders) == 1 {
-			return leaders[0], nil
-		}
-		if len(leaders) > 1 {
-			last = fmt.Errorf("%d nodes say they lead", len(leaders))
-		} else if last == nil {
-			last = errors.New("no leader")
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("zookeeper leader: %w (%w)", last, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+		return out
+	})
+	if err != nil {
+		return nil, err
 	}
+	return c.nodes[i], nil
 }
 
 func (c *zkCluster) Stop(ctx context.Context) error {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -51,6 +52,7 @@ type Net struct {
 	hosts  []*Host
 	blocks map[string]map[string]dir // host -> peer -> what is dropped
 	routes [][2]*Host                // blackhole routes: in [0]'s namespace, to [1]
+	added  int                       // hosts AddHost made, removed ones included: names and addresses are never reused
 
 	// A joined Net (see Join): no switch namespace.
 	bridge   string
@@ -127,7 +129,8 @@ func (n *Net) AddHost(name string) (*Host, error) {
 		return n.addBridged(name)
 	}
 	n.mu.Lock()
-	idx := len(n.hosts) + 1
+	n.added++
+	idx := n.added
 	n.mu.Unlock()
 	if idx > 250*250 {
 		return nil, errors.New("too many hosts")
@@ -153,6 +156,28 @@ func (n *Net) AddHost(name string) (*Host, error) {
 	n.hosts = append(n.hosts, h)
 	n.mu.Unlock()
 	return h, nil
+}
+
+// RemoveHost deletes h's namespace (the processes in it must be gone) and
+// forgets h and every block that names it. A Net that outlives one run (a
+// pooled cluster's) removes each run's client hosts this way; the names and
+// addresses of removed hosts are not handed out again.
+func (n *Net) RemoveHost(h *Host) error {
+	n.mu.Lock()
+	i := slices.Index(n.hosts, h)
+	if i >= 0 {
+		n.hosts = slices.Delete(n.hosts, i, i+1)
+	}
+	delete(n.blocks, h.NS)
+	for _, peers := range n.blocks {
+		delete(peers, h.IP)
+	}
+	n.routes = slices.DeleteFunc(n.routes, func(r [2]*Host) bool { return r[0] == h || r[1] == h })
+	n.mu.Unlock()
+	if i < 0 {
+		return fmt.Errorf("remove host %s: not a host of this network", h.Name)
+	}
+	return ip("netns", "del", h.NS)
 }
 
 // Hosts returns every host.

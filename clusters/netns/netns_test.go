@@ -105,3 +105,33 @@ func TestPartitionAndHeal(t *testing.T) {
 		require.True(t, !ok || !runNet.Contains(ipn.IP), "root namespace has %s", ad)
 	}
 }
+
+// A Net that outlives runs (a pooled cluster's) removes each run's client
+// hosts: their namespaces go, their blocks are forgotten, and a later host
+// never gets a removed host's namespace name or address.
+func TestRemoveHost(t *testing.T) {
+	needRoot(t)
+	n, err := New(fmt.Sprintf("ltt%x", os.Getpid()%0xffff))
+	require.NoError(t, err)
+	defer n.Close()
+	srv, err := n.AddHost("server")
+	require.NoError(t, err)
+	listen(t, srv)
+	old, err := n.AddHost("client-1")
+	require.NoError(t, err)
+	require.NoError(t, n.Block(context.Background(), [][2]*Host{{srv, old}}))
+	require.Contains(t, n.blocks[srv.NS], old.IP)
+	require.NoError(t, n.RemoveHost(old))
+	require.NotContains(t, n.blocks[srv.NS], old.IP)
+	require.NotContains(t, n.blocks, old.NS)
+	require.NoError(t, n.Heal(context.Background()))
+	require.NotContains(t, Names(n.id), old.NS)
+	require.Error(t, n.RemoveHost(old), "removed twice")
+	require.Len(t, n.Hosts(), 1)
+
+	next, err := n.AddHost("client-1") // the next run's client 1
+	require.NoError(t, err)
+	require.NotEqual(t, old.NS, next.NS)
+	require.NotEqual(t, old.IP, next.IP)
+	require.NoError(t, reach(next, srv))
+}

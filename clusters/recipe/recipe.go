@@ -1,0 +1,28 @@
+// Package recipe holds what the local and the docker backends share about
+// each server: config files and command-line flags, the probes that say
+// whether a server serves and which role it has, and the failover steps of
+// the replicated topologies. A backend decides where a server runs (a
+// process, a container); a recipe says how it is set up and asked.
+package recipe
+
+import (
+	"context"
+	"net"
+	"time"
+)
+
+// Dial opens a TCP connection to addr, from wherever the backend must dial
+// from (a node's network namespace; the root namespace for a container on
+// a Docker bridge).
+type Dial func(addr string, timeout time.Duration) (net.Conn, error)
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

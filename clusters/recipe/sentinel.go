@@ -1,0 +1,516 @@
+package recipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locktest/locktest/clusters"
+)
+
+// The redis-sentinel topology: one master, two replicas and three Sentinels
+// that watch the master and promote a replica when it fails. Clients are
+// given the Sentinels' addresses and ask them for the master, by the name
+// clusters.SentinelMaster.
+//
+// Every server has its own writable config file, because Sentinel rewrites
+// them: a Sentinel records what it learns (other Sentinels, replicas, the
+// current master) in its own file, and after a failover it reconfigures the
+// data nodes with REPLICAOF + CONFIG REWRITE. A data node restarted by a
+// fault therefore comes back in the role its file last recorded, as a real
+// one would.
+const (
+	// SentinelDownAfter is how long a master must be silent before a
+	// Sentinel considers it down; SentinelFailoverTimeout bounds one
+	// failover (a new one for the same master waits twice as long).
+	SentinelDownAfter       = time.Second
+	SentinelFailoverTimeout = 3 * time.Second
+	SentinelQuorum          = 2
+
+	// Replicas authenticate to their master as ReplUser. FailPrimary turns
+	// that user off on the master to cut replication (see FailPrimary).
+	ReplUser = "locktest-repl"
+	ReplPass = "locktest-repl-secret"
+
+	SentinelReadyLimit = 30 * time.Second
+	promotionLimit     = 30 * time.Second
+	rejoinLimit        = 30 * time.Second
+	// loneGrantLimit bounds how long FailPrimary waits for a lease granted
+	// on the cut-off master before it kills the master anyway.
+	loneGrantLimit = 10 * time.Second
+)
+
+// RedisDataConf is a data node's config file: the replication user (any
+// node may become the master), the credentials a replica uses, and
+// REPLICAOF when master ("host:port") is not empty. Address, port,
+// directory and persistence (none) come from the command line.
+func RedisDataConf(master string) (string, error) {
+	var b strings.Builder
+	b.WriteString("# written by locktest; Sentinel rewrites it after a failover (CONFIG REWRITE)\n")
+	fmt.Fprintf(&b, "user %s on >%s +psync +replconf +ping\n", ReplUser, ReplPass)
+	fmt.Fprintf(&b, "masteruser %s\nmasterauth %s\n", ReplUser, ReplPass)
+	// Diskless full syncs start at once instead of after the default 5 s
+	// wait for more replicas: a rejoining node syncs without delay.
+	b.WriteString("repl-diskless-sync-delay 0\n")
+	if master != "" {
+		host, port, err := SplitHostPort(master)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "replicaof %s %d\n", host, port)
+	}
+	return b.String(), nil
+}
+
+// SentinelConf is a Sentinel's own config file, which it rewrites as it
+// learns: the master ("host:port") to monitor and the timings SERVERS.md
+// verified.
+func SentinelConf(master string) (string, error) {
+	host, port, err := SplitHostPort(master)
+	if err != nil {
+		return "", err
+	}
+	m := clusters.SentinelMaster
+	return fmt.Sprintf(`# written by locktest; the Sentinel rewrites it
+sentinel monitor %s %s %d %d
+sentinel down-after-milliseconds %s %d
+sentinel failover-timeout %s %d
+sentinel parallel-syncs %s 1
+`, m, host, port, SentinelQuorum, m, SentinelDownAfter.Milliseconds(), m, SentinelFailoverTimeout.Milliseconds(), m), nil
+}
+
+// SplitHostPort splits "host:port".
+func SplitHostPort(addr string) (string, int, error) {
+	i := strings.LastIndexByte(addr, ':')
+	if i < 0 {
+		return "", 0, fmt.Errorf("bad address %q", addr)
+	}
+	port, err := strconv.Atoi(addr[i+1:])
+	if err != nil {
+		return "", 0, fmt.Errorf("bad address %q: %w", addr, err)
+	}
+	return addr[:i], port, nil
+}
+
+// Sentinel is the failover machinery of a started redis-sentinel topology,
+// whatever runs its servers: Data are the data nodes (Data[0] the first
+// master), Sentinels the Sentinels. It dials every server directly.
+type Sentinel struct {
+	Data      []clusters.Node
+	Sentinels []clusters.Node
+
+	// AnyMaster: WaitReady takes the master the Sentinels name, whichever
+	// data node it is (a stack that an earlier run failed over), instead
+	// of Data[0].
+	AnyMaster bool
+
+	fmu    sync.Mutex    // one FailPrimary or Rejoin at a time
+	failed clusters.Node // the master FailPrimary killed, until Rejoin
+}
+
+var _ clusters.Failoverer = (*Sentinel)(nil)
+
+// WaitReady waits until every Sentinel sees the master, both replicas and
+// the two other Sentinels, and both replicas have acknowledged every write
+// of the master (WAIT asks them at once instead of waiting for their
+// once-a-second acknowledgement). Sentinels find each other through hello
+// messages every 2 s, so this takes about 2 s.
+func (c *Sentinel) WaitReady(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var why string
+	for {
+		master := c.Data[0].Addr()
+		if c.AnyMaster {
+			if m, err := sentinelMasterAddr(ctx, c.Sentinels[0].Addr()); err == nil && c.dataNode(m) != nil {
+				master = m
+			}
+		}
+		why = c.notReady(ctx, master)
+		if why == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-sentinel topology not ready after %s: %s", limit, why)
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// notReady says what is missing, "" when nothing is.
+func (c *Sentinel) notReady(ctx context.Context, master string) string {
+	for _, s := range c.Sentinels {
+		m, err := sentinelMaster(ctx, s.Addr())
+		if err != nil {
+			return fmt.Sprintf("%s: %v", s.Name(), err)
+		}
+		addr := m["ip"] + ":" + m["port"]
+		switch {
+		case addr != master:
+			return fmt.Sprintf("%s names %s the master, not %s", s.Name(), addr, master)
+		case m["flags"] != "master":
+			return fmt.Sprintf("%s flags the master %q", s.Name(), m["flags"])
+		case m["num-slaves"] != "2":
+			return fmt.Sprintf("%s knows %s replicas", s.Name(), m["num-slaves"])
+		case m["num-other-sentinels"] != "2":
+			return fmt.Sprintf("%s knows %s other sentinels", s.Name(), m["num-other-sentinels"])
+		}
+	}
+	rdb := AdminClient(master)
+	defer rdb.Close()
+	reps, err := OnlineReplicas(ctx, rdb)
+	if err != nil {
+		return fmt.Sprintf("master: %v", err)
+	}
+	if len(reps) != 2 {
+		return fmt.Sprintf("%d replicas online", len(reps))
+	}
+	n, err := rdb.Wait(ctx, 2, 200*time.Millisecond).Result()
+	if err != nil {
+		return fmt.Sprintf("WAIT: %v", err)
+	}
+	if n != 2 {
+		return fmt.Sprintf("%d replicas in sync", n)
+	}
+	return ""
+}
+
+// FailPrimary makes the master lose a lease it granted and then fails it.
+//
+// Replication to the replicas takes well under a millisecond, so a master
+// killed right after a grant has almost always passed it on already: a kill
+// alone almost never loses one. To lose a grant for sure, FailPrimary cuts
+// the master off from its replicas first: it turns off the user replicas
+// authenticate with (ACL SETUSER locktest-repl off) and drops their
+// connections (CLIENT KILL TYPE replica). The master keeps serving clients
+// and Sentinel keeps seeing it healthy, but the replicas' reconnects (one a
+// second) fail with WRONGPASS, so from then on the master writes only into
+// its own backlog. (Pausing the replica processes is not enough: the kernel
+// still receives the stream into their sockets and they apply it once
+// resumed. CLIENT PAUSE and DEBUG SLEEP stop the master, not replication.)
+// FailPrimary then waits until the master holds a lease (a key with a TTL)
+// that the replica lacks or holds with other content, which is a grant only
+// the master knows, kills the master with SIGKILL, and returns once every
+// running Sentinel names a new master. The detail tells what was lost and
+// when the promotion was seen.
+//
+// If no such grant comes within 10 s the master is killed anyway, and the
+// detail says so. The cut is undone if the kill does not happen.
+func (c *Sentinel) FailPrimary(ctx context.Context) (string, error) {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	oldAddr, err := c.masterAddr(ctx)
+	if err != nil {
+		return "", err
+	}
+	old := c.dataNode(oldAddr)
+	if old == nil {
+		return "", fmt.Errorf("sentinels name %s the master, which is none of the data nodes", oldAddr)
+	}
+	if old.PID() == 0 {
+		return "", fmt.Errorf("%s, the master the sentinels name, is down", old.Name())
+	}
+	m := AdminClient(oldAddr)
+	defer m.Close()
+	reps, err := OnlineReplicas(ctx, m)
+	if err != nil {
+		return "", fmt.Errorf("fail primary %s: %w", old.Name(), err)
+	}
+	if len(reps) == 0 {
+		return "", fmt.Errorf("fail primary %s: no replica online to promote", old.Name())
+	}
+	rep := AdminClient(reps[0])
+	defer rep.Close()
+
+	// Cut replication.
+	if err := m.Do(ctx, "ACL", "SETUSER", ReplUser, "off").Err(); err != nil {
+		return "", fmt.Errorf("fail primary %s: turn off the replication user: %w", old.Name(), err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			// Undo the cut: the replicas reconnect within a second.
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = m.Do(rctx, "ACL", "SETUSER", ReplUser, "on").Err()
+			cancel()
+		}
+	}()
+	if err := m.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		return "", fmt.Errorf("fail primary %s: drop the replicas: %w", old.Name(), err)
+	}
+	cut := time.Now()
+
+	// Wait for a grant only the master has.
+	key, err := waitLoneGrant(ctx, m, rep, loneGrantLimit)
+	if err != nil && ctx.Err() != nil {
+		return "", fmt.Errorf("fail primary %s: %w", old.Name(), ctx.Err())
+	}
+	lost := fmt.Sprintf("lease %q granted on it alone %s after the cut", key, time.Since(cut).Round(time.Millisecond))
+	if key == "" {
+		lost = fmt.Sprintf("no lease granted on it alone within %s (%v)", loneGrantLimit, err)
+	}
+
+	// Fail it.
+	if err := old.Kill(); err != nil {
+		return "", fmt.Errorf("fail primary: %w", err)
+	}
+	killed = true
+	c.failed = old
+
+	newAddr, first, all, err := c.waitPromotion(ctx, oldAddr, promotionLimit)
+	if err != nil {
+		return "", fmt.Errorf("%s killed (%s): %w", old.Name(), lost, err)
+	}
+	name := newAddr
+	if n := c.dataNode(newAddr); n != nil {
+		name = fmt.Sprintf("%s (%s)", n.Name(), newAddr)
+	}
+	return fmt.Sprintf("%s (%s) cut from its replicas; %s; SIGKILL; sentinels named %s the master %s after the kill (all agreed after %s)",
+		old.Name(), oldAddr, lost, name, first.Round(time.Millisecond), all.Round(time.Millisecond)), nil
+}
+
+// waitLoneGrant polls until the master m holds a key with a TTL (a lease)
+// that the replica rep lacks or holds with other content, and returns it.
+func waitLoneGrant(ctx context.Context, m, rep *redis.Client, limit time.Duration) (string, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		key, err := loneGrant(ctx, m, rep)
+		if key != "" {
+			return key, nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("none seen")
+			}
+			return "", err
+		}
+		if !sleepCtx(ctx, 2*time.Millisecond) {
+			return "", ctx.Err()
+		}
+	}
+}
+
+func loneGrant(ctx context.Context, m, rep *redis.Client) (string, error) {
+	keys, err := m.Keys(ctx, "*").Result()
+	if err != nil {
+		return "", err
+	}
+	for _, k := range keys {
+		pttl, err := m.Do(ctx, "PTTL", k).Int64()
+		if err != nil || pttl <= 0 {
+			continue // gone, or no expiry: not a lease
+		}
+		mine, err := m.Dump(ctx, k).Result()
+		if err != nil {
+			continue
+		}
+		theirs, err := rep.Dump(ctx, k).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", err
+		}
+		if mine != theirs {
+			return k, nil
+		}
+	}
+	return "", nil
+}
+
+// waitPromotion waits until a Sentinel names a master other than old, and
+// then until every running Sentinel names the same one. It returns the new
+// master and how long after the call the first and the last Sentinel named
+// it.
+func (c *Sentinel) waitPromotion(ctx context.Context, old string, limit time.Duration) (string, time.Duration, time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(limit)
+	var newAddr string
+	var first time.Duration
+	for {
+		running, agree := 0, 0
+		for _, s := range c.Sentinels {
+			if s.PID() == 0 {
+				continue
+			}
+			running++
+			addr, err := sentinelMasterAddr(ctx, s.Addr())
+			if err != nil || addr == old {
+				continue
+			}
+			if newAddr == "" {
+				newAddr, first = addr, time.Since(start)
+			}
+			if addr == newAddr {
+				agree++
+			}
+		}
+		if newAddr != "" && agree == running {
+			return newAddr, first, time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			if newAddr == "" {
+				return "", 0, 0, fmt.Errorf("no sentinel named a new master within %s", limit)
+			}
+			return "", 0, 0, fmt.Errorf("sentinels did not agree on the new master %s within %s", newAddr, limit)
+		}
+		if !sleepCtx(ctx, 10*time.Millisecond) {
+			return "", 0, 0, ctx.Err()
+		}
+	}
+}
+
+// Rejoin restarts the master FailPrimary killed, empty, on its old address
+// and waits until Sentinel has made it a replica of the new master and it
+// is in sync. Its config file still says it is a master (it was killed as
+// one), so it starts as an empty master: Sentinel polls each server's INFO
+// only every 10 s, so for about 10 s (10.1-10.9 s measured) there are two
+// masters and the restarted one is empty. Clients that find the master
+// through Sentinel never see it; a client that still connected to its
+// address directly would find the lock free. Sentinel then demotes it
+// (REPLICAOF the new master) and it resyncs. Rejoin does nothing when no
+// master failed.
+func (c *Sentinel) Rejoin(ctx context.Context) error {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	n := c.failed
+	if n == nil {
+		return nil
+	}
+	if n.PID() == 0 {
+		if err := n.Restart(ctx); err != nil {
+			return fmt.Errorf("rejoin %s: %w", n.Name(), err)
+		}
+	}
+	c.failed = nil
+	rdb := AdminClient(n.Addr())
+	defer rdb.Close()
+	deadline := time.Now().Add(rejoinLimit)
+	for {
+		info, err := rdb.Info(ctx, "replication").Result()
+		if err == nil {
+			f := InfoFields(info)
+			if f["role"] == "slave" && f["master_link_status"] == "up" {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rejoin %s: not a replica in sync within %s", n.Name(), rejoinLimit)
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("rejoin %s: restarted, not yet demoted: %w", n.Name(), ctx.Err())
+		}
+	}
+}
+
+// masterAddr asks the Sentinels, in order, for the master's address.
+func (c *Sentinel) masterAddr(ctx context.Context) (string, error) {
+	var errs []error
+	for _, s := range c.Sentinels {
+		if s.PID() == 0 {
+			continue
+		}
+		addr, err := sentinelMasterAddr(ctx, s.Addr())
+		if err == nil {
+			return addr, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", s.Name(), err))
+	}
+	return "", fmt.Errorf("no sentinel named the master: %w", errors.Join(errs...))
+}
+
+func (c *Sentinel) dataNode(addr string) clusters.Node {
+	for _, n := range c.Data {
+		if n.Addr() == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// AdminClient is a short-lived connection for the topology's own commands:
+// no retries, short deadlines.
+func AdminClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, MaxRetries: -1, PoolSize: 1, Protocol: 2, DisableIdentity: true,
+		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		ContextTimeoutEnabled: true,
+	})
+}
+
+// sentinelMaster returns SENTINEL MASTER's fields for the monitored master.
+func sentinelMaster(ctx context.Context, sentinel string) (map[string]string, error) {
+	rdb := AdminClient(sentinel)
+	defer rdb.Close()
+	v, err := rdb.Do(ctx, "SENTINEL", "MASTER", clusters.SentinelMaster).Slice()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(v); i += 2 {
+		out[fmt.Sprint(v[i])] = fmt.Sprint(v[i+1])
+	}
+	return out, nil
+}
+
+// sentinelMasterAddr asks one Sentinel for the master's address, as clients
+// do.
+func sentinelMasterAddr(ctx context.Context, sentinel string) (string, error) {
+	rdb := AdminClient(sentinel)
+	defer rdb.Close()
+	v, err := rdb.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", clusters.SentinelMaster).StringSlice()
+	if err != nil {
+		return "", err
+	}
+	if len(v) != 2 {
+		return "", fmt.Errorf("unexpected reply %q", v)
+	}
+	return v[0] + ":" + v[1], nil
+}
+
+// OnlineReplicas returns the addresses of the replicas the master at rdb
+// lists as online.
+func OnlineReplicas(ctx context.Context, rdb *redis.Client) ([]string, error) {
+	info, err := rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		return nil, err
+	}
+	f := InfoFields(info)
+	if f["role"] != "master" {
+		return nil, fmt.Errorf("role %s, not master", f["role"])
+	}
+	var out []string
+	for i := 0; ; i++ {
+		// slave0:ip=127.0.0.1,port=6380,state=online,offset=...,lag=0
+		v, ok := f[fmt.Sprintf("slave%d", i)]
+		if !ok {
+			break
+		}
+		kv := map[string]string{}
+		for _, p := range strings.Split(v, ",") {
+			if a, b, ok := strings.Cut(p, "="); ok {
+				kv[a] = b
+			}
+		}
+		if kv["state"] == "online" {
+			out = append(out, kv["ip"]+":"+kv["port"])
+		}
+	}
+	return out, nil
+}
+
+// InfoFields parses INFO's key:value lines.
+func InfoFields(info string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
