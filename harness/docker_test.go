@@ -16,16 +16,16 @@ import (
 )
 
 // needDocker skips outside CI, and fails under CI, when there is no Docker
-// engine or no local redis image; the runs use the local image, never a
-// pull.
-func needDocker(t *testing.T) {
+// engine or no local redis image; the runs use the local images (see
+// dockerImages), never a pull.
+func needDocker(t *testing.T) { needImage(t, docker.KindRedis) }
+
+// needImage is needDocker for the image of kind.
+func needImage(t *testing.T, kind string) {
 	t.Helper()
-	if os.Getenv(docker.ImageEnv(docker.KindRedis)) == "" {
-		t.Setenv(docker.ImageEnv(docker.KindRedis), docker.LocalRedisImage)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := docker.Available(ctx, docker.KindRedis, nil)
+	err := docker.Available(ctx, kind, dockerImages("docker"))
 	if err == nil && os.Geteuid() != 0 {
 		err = errors.New("the docker backend tests need root")
 	}
@@ -35,6 +35,23 @@ func needDocker(t *testing.T) {
 		}
 		t.Skip(err.Error())
 	}
+}
+
+// dockerImages are the images a test run on cluster uses: for docker, the
+// local image of every kind (scripts/build-images.sh), unless
+// $LOCKTEST_IMAGE_<KIND> names another; nil for the other backends.
+func dockerImages(cluster string) map[string]string {
+	if cluster != "docker" {
+		return nil
+	}
+	out := map[string]string{}
+	for _, k := range docker.Kinds {
+		out[k] = os.Getenv(docker.ImageEnv(k))
+		if out[k] == "" {
+			out[k] = docker.LocalImage(k)
+		}
+	}
+	return out
 }
 
 // The same cells on containers: the textbook lock is safe without faults
@@ -51,8 +68,9 @@ func TestDockerCells(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(300+i))
-			o.Cluster = "docker"
+			o.Cluster, o.Images = "docker", dockerImages("docker")
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			found := kinds(out.Result, "")
@@ -76,10 +94,9 @@ func TestDockerUsageErrors(t *testing.T) {
 		images                       map[string]string
 		want                         string
 	}{
-		{"unsupported topology", "mysql-get-lock", "none", "docker", nil, "runs the topologies redis, redis5"},
-		{"unsupported topology on compose", "zk", "none", "compose", nil, "runs the topologies redis, redis5"},
 		{"clock on compose", "redis-lua", "clock", "compose", nil, "clock fault needs the clock shim"},
-		{"image of an unknown kind", "redis-lua", "none", "docker", map[string]string{"mysql": "x"}, "unknown kind"},
+		{"clock on zk3", "zk", "clock", "docker", nil, "only the Redis and MySQL topologies have; zk3 has none"},
+		{"image of an unknown kind", "redis-lua", "none", "docker", map[string]string{"mysql": "x"}, "unknown kind of server (known: redis, zookeeper, etcd, mariadb)"},
 		{"image on the local backend", "redis-lua", "none", "local", map[string]string{"redis": "x"}, "--cluster docker only"},
 		{"unknown backend", "redis-lua", "none", "k8s", nil, "unknown cluster backend"},
 	}
@@ -91,6 +108,7 @@ func TestDockerUsageErrors(t *testing.T) {
 			var ue UsageError
 			require.ErrorAs(t, err, &ue)
 			require.ErrorContains(t, err, tc.want)
+			require.NotContains(t, err.Error(), "\n", "one line")
 		})
 	}
 }

@@ -107,7 +107,7 @@ func TestRunCells(t *testing.T) {
 			for _, k := range tc.absent {
 				require.Zero(t, found[k], "want no %s anomaly; got %v", k, found)
 			}
-			for _, f := range []string{"config.json", "history.jsonl", "results.json", "report.html", "servers/redis-1/redis.log"} {
+			for _, f := range []string{"config.json", "history.jsonl", "results.json", "report.html", "linearization.html", "servers/redis-1/redis.log"} {
 				require.FileExists(t, filepath.Join(out.Dir, f))
 			}
 			assertNothingLeft(t, out.Dir)
@@ -209,6 +209,10 @@ func TestValidate(t *testing.T) {
 		{"negative ttl", func(o *Options) { o.TTL = -time.Second }, "--ttl must be positive"},
 		{"none combined", func(o *Options) { o.Nemesis = "none,pause" }, "none cannot be combined"},
 		{"unknown backend", func(o *Options) { o.Cluster = "k8s" }, `unknown cluster backend "k8s"`},
+		{"clock on zk", func(o *Options) { o.Lock, o.Nemesis = "zk", "clock" }, "topology zk3 has none"},
+		{"param typo", func(o *Options) { o.Params = map[string]string{"wait_timout": "5"} }, "unknown --param wait_timout (known: pause, "},
+		{"param of another topology", func(o *Options) { o.Params = map[string]string{"wait_timeout": "5"} }, "--param wait_timeout applies to mysql, mysql-replicated, not to lock redis-lua on topology redis"},
+		{"param of a fault not injected", func(o *Options) { o.Params = map[string]string{"pause": "0.1..0.3"} }, "--param pause sets the pause fault, which this run does not inject"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -221,6 +225,24 @@ func TestValidate(t *testing.T) {
 			require.NotContains(t, err.Error(), "\n")
 		})
 	}
+}
+
+func TestValidateParamsAccepted(t *testing.T) {
+	o := baseOptions(t, "redis-lua", "pause", 1)
+	o.Params = map[string]string{"pause": "0.1..0.3"}
+	_, _, _, err := o.Validate()
+	require.NoError(t, err)
+	o = baseOptions(t, "mysql-get-lock", "none", 1)
+	o.Params = map[string]string{"lock_wait": "1", "wait_timeout": "3"}
+	_, _, _, err = o.Validate()
+	if err != nil {
+		require.NotContains(t, err.Error(), "--param") // a missing MariaDB may refuse it
+	}
+	o = baseOptions(t, "", "none", 1)
+	o.ClientCmd, o.Topology = "true", "redis"
+	o.Params = map[string]string{"my_client_setting": "x"}
+	_, _, _, err = o.Validate()
+	require.NoError(t, err, "a --client-cmd run hands unknown params to the user's client")
 }
 
 func isRedis(pid int) bool {

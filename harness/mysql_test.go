@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,6 +57,7 @@ func TestMySQLCells(t *testing.T) {
 		verdict  checker.Verdict
 		want     []string // anomaly kinds that must be present
 		absent   []string // anomaly kinds that must not be
+		cause    string   // a cause some double holder must have
 	}{
 		{name: "optimistic without faults is safe", lock: "mysql-optimistic", nemesis: "none", limit: 5 * time.Second, verdict: checker.Safe, absent: safe},
 		{name: "for-update without faults is safe", lock: "mysql-for-update", nemesis: "none", limit: 5 * time.Second, verdict: checker.Safe, absent: safe},
@@ -70,6 +72,11 @@ func TestMySQLCells(t *testing.T) {
 			want: []string{checker.KindStaleWriteRejected}, absent: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
 		{name: "unique-expiry under pause has a double holder", lock: "mysql-unique-expiry", nemesis: "pause", verdict: checker.Unsafe,
 			want: []string{checker.KindDoubleHolder}},
+		// The expiry column is server time: a clock jumped forward right
+		// after a grant lets the next acquirer delete a row whose lease
+		// had not run out on a correct clock.
+		{name: "unique-expiry under a server clock jump breaks its lease", lock: "mysql-unique-expiry", nemesis: "clock", limit: 6 * time.Second,
+			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}, cause: checker.CauseLeaseBroken},
 		// Holds long enough for another client to get the lock from the
 		// promoted replica (tens of milliseconds) before the holder lets go.
 		{name: "failover to a lagging replica loses the grant", lock: "mysql-unique-expiry", nemesis: "failover", topology: "mysql-replicated",
@@ -103,6 +110,11 @@ func TestMySQLCells(t *testing.T) {
 			}
 			for _, k := range tc.absent {
 				require.Zero(t, found[k], "want no %s anomaly; got %v", k, found)
+			}
+			if tc.cause != "" {
+				require.True(t, slices.ContainsFunc(r.Anomalies, func(a checker.Anomaly) bool {
+					return a.Kind == checker.KindDoubleHolder && a.Cause == tc.cause
+				}), "want a %s double holder", tc.cause)
 			}
 			for _, f := range []string{"config.json", "history.jsonl", "results.json", "report.html", "servers/mysql-1/mariadb.log"} {
 				require.FileExists(t, filepath.Join(out.Dir, f))

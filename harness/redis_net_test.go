@@ -11,6 +11,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/workloads"
 )
 
 func needNet(t *testing.T) {
@@ -42,6 +43,9 @@ func TestNetworkAndClockCells(t *testing.T) {
 		nemesis string
 		params  map[string]string
 		opTime  time.Duration
+		hold    workloads.Range // the default when zero
+		limit   time.Duration   // the default when zero
+		ttl     time.Duration   // the default when zero
 		need    func(*testing.T)
 		verdict checker.Verdict
 		want    []string
@@ -57,6 +61,24 @@ func TestNetworkAndClockCells(t *testing.T) {
 		{name: "lua with a lost grant reply holds an expired lock", lock: "redis-lua", nemesis: "partition",
 			params: map[string]string{"partition": "lost-reply"}, opTime: 10 * time.Second, need: needNet,
 			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+		// Kleppmann's restart without persistence: the kill takes just
+		// enough of the lease's granting servers, which come back empty
+		// while the holder still holds.
+		{name: "redlock whose granting servers restart empty grants twice", lock: "redlock", nemesis: "kill",
+			// Granted twice: not linearizable. A double holder too unless
+			// the first holder's own validity ran out before the second grant.
+			hold: workloads.Range{Min: time.Second, Max: 1800 * time.Millisecond}, ttl: 2 * time.Second, limit: 12 * time.Second,
+			verdict: checker.Unsafe, want: []string{checker.KindNonLinearizable}},
+		// A partition that isolates the holder of a renewed lease from
+		// Redis: its watchdog cannot renew, the lease runs out and another
+		// client takes the lock while the holder, whose hold outlasts the
+		// TTL, goes on. The same holds without the fault stay safe
+		// (TestRedisMultiCells has the watchdog renewing under pauses).
+		{name: "redisson holder cut from redis past its lease has a double holder", lock: "redisson", nemesis: "partition",
+			params: map[string]string{"partition": "isolate-holder"}, need: needNet,
+			hold: workloads.Range{Min: 1200 * time.Millisecond, Max: 1400 * time.Millisecond}, limit: 15 * time.Second, verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+		{name: "redisson holds longer than the TTL, renewed, stay safe", lock: "redisson", nemesis: "none",
+			hold: workloads.Range{Min: 1200 * time.Millisecond, Max: 1400 * time.Millisecond}, limit: 15 * time.Second, verdict: checker.Safe},
 		{name: "redlock through partitions of every shape", lock: "redlock", nemesis: "partition",
 			params: map[string]string{"partition": "isolate-server,split,bridge,holder-minority"}, need: needNet},
 	}
@@ -68,6 +90,15 @@ func TestNetworkAndClockCells(t *testing.T) {
 			}
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(200+i))
 			o.Params = tc.params
+			if tc.hold.Max > 0 {
+				o.Hold = tc.hold
+			}
+			if tc.limit > 0 {
+				o.TimeLimit = tc.limit
+			}
+			if tc.ttl > 0 {
+				o.TTL = tc.ttl
+			}
 			if tc.opTime > 0 {
 				// The lost-reply cell: fewer contenders, so that the
 				// acquire the fault is aimed at wins more often, and time

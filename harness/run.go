@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -55,7 +56,8 @@ type Options struct {
 	// Params are scheme- and server-specific settings (--param KEY=VALUE),
 	// passed to the cluster and to every client.
 	Params map[string]string `json:"params,omitempty"`
-	// Images overrides, per kind of server ("redis"), the image the docker
+	// Images overrides, per kind of server ("redis", "zookeeper", "etcd",
+	// "mariadb"), the image the docker
 	// backend runs (--image KIND=IMAGE; else $LOCKTEST_IMAGE_<KIND>, else
 	// the official image).
 	Images map[string]string `json:"images,omitempty"`
@@ -67,8 +69,16 @@ type Options struct {
 	// worker command.
 	ClientArgv []string `json:"client_argv,omitempty"`
 	Command    string   `json:"command,omitempty"` // the command line, for the record
+	// StopEarly ends the workload as soon as the online checker is certain
+	// of a violation (--stop-early; campaigns): the verdict cannot change
+	// any more, and the rest of the run would only repeat it. Not in
+	// fenced runs, where fencing may still contain the violation.
+	StopEarly bool `json:"stop_early,omitempty"`
 	// Out receives progress lines and the final summary (os.Stdout if nil).
 	Out io.Writer `json:"-"`
+	// Pool, when not nil, lends the run a started cluster (see Pool); nil
+	// starts and stops one for the run.
+	Pool *Pool `json:"-"`
 }
 
 // Outcome is what a run produced.
@@ -78,6 +88,11 @@ type Outcome struct {
 	Interrupted bool
 	Startup     time.Duration // cluster start-up, until every server answered
 	NetID       string        // prefix of the run's network namespaces, "" without
+	// Detected is the first violation the online checker was certain of
+	// during the run, nil if none.
+	Detected *Detection
+	Cluster  string // the pooled cluster's directory, "" for the run's own
+	Reused   bool   // the pooled cluster was started for an earlier run: Startup is 0
 }
 
 // ClientError is a client program that misbehaves (crashes at start,
@@ -172,8 +187,8 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 		if o.Cluster != "docker" {
 			return s, nil, nil, usage("--image applies to --cluster docker only")
 		}
-		if kind != docker.KindRedis {
-			return s, nil, nil, usage("--image %s=...: unknown kind of server (known: %s)", kind, docker.KindRedis)
+		if !slices.Contains(docker.Kinds, kind) {
+			return s, nil, nil, usage("--image %s=...: unknown kind of server (known: %s)", kind, strings.Join(docker.Kinds, ", "))
 		}
 	}
 	if needsFailover(ns) && !local.FailsOver(topology) {
@@ -186,6 +201,9 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 		if err := netns.Available(); err != nil {
 			return s, nil, nil, UsageError{err}
 		}
+	}
+	if needsClockShim(ns) && o.Cluster == "local" && !local.ClockShim(topology) {
+		return s, nil, nil, usage("the clock fault needs servers under the per-server clock shim; topology %s has none (ZooKeeper and etcd expire sessions on monotonic clocks)", topology)
 	}
 	if needsClockShim(ns) && o.Cluster == "local" {
 		for _, lib := range []string{clusters.FaketimeLib, clusters.MallocDebugLib} {
@@ -200,17 +218,77 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	if _, _, err := nemesis.ParsePause(o.Params["pause"]); err != nil {
 		return s, nil, nil, usage("--param pause: %v", err)
 	}
+	if err := o.validateParams(s, topology, names); err != nil {
+		return s, nil, nil, err
+	}
 	return s, ns, names, nil
 }
 
-// validateContainers checks a run on the docker or compose backend: only
-// the topologies clusters/docker lists, and no fault that backend lacks.
+// faultParams are the --param keys the faults read, each named after its fault.
+var faultParams = []string{"pause", "pause-server", "kill", "partition"}
+
+// KnownParam reports whether some fault, scheme or topology reads the
+// --param key, and whether a run of scheme on topology with faults
+// nemeses reads it; for has the faults, schemes or topologies that do.
+func KnownParam(key, scheme, topology string, nemeses []string) (known, applies bool, for_ string) {
+	if slices.Contains(faultParams, key) {
+		return true, slices.Contains(nemeses, key), "the " + key + " fault"
+	}
+	i := slices.IndexFunc(local.Params, func(p local.Param) bool { return p.Name == key })
+	if i < 0 {
+		return false, false, ""
+	}
+	p := local.Params[i]
+	for _, name := range strings.Split(p.For, ",") {
+		if name = strings.TrimSpace(name); name == topology || name == scheme {
+			return true, true, p.For
+		}
+	}
+	return true, false, p.For
+}
+
+// validateParams refuses a --param key nothing reads (a typo would
+// otherwise leave the run on its defaults without a word) and one that
+// this run's scheme, topology or faults do not read. A --client-cmd run
+// hands every key to the user's program (hello.params), which may read it.
+func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []string) error {
+	keys := make([]string, 0, len(o.Params))
+	for k := range o.Params {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		known, applies, for_ := KnownParam(k, s.Name, topology, nemeses)
+		switch {
+		case applies:
+		case slices.Contains(faultParams, k):
+			return usage("--param %s sets the %s fault, which this run does not inject (--nemesis %s)", k, k, strings.Join(nemeses, ","))
+		case o.ClientCmd != "":
+		case !known:
+			names := slices.Clone(faultParams)
+			for _, p := range local.Params {
+				names = append(names, p.Name)
+			}
+			return usage("unknown --param %s (known: %s)", k, strings.Join(names, ", "))
+		default:
+			return usage("--param %s applies to %s, not to lock %s on topology %s", k, for_, s.Name, topology)
+		}
+	}
+	return nil
+}
+
+// validateContainers checks a run on the docker or compose backend: a
+// topology clusters/docker lists, and no fault that backend lacks.
 func validateContainers(backend, topology string, ns []nemesis.Nemesis) error {
-	if !docker.Supports(topology) {
-		return usage("--cluster %s runs the topologies %s; %s runs only on --cluster local", backend, strings.Join(docker.Names(), ", "), topology)
+	t, ok := docker.Lookup(topology)
+	if !ok {
+		return usage("--cluster %s does not run topology %s (it runs: %s)", backend, topology, strings.Join(docker.Names(), ", "))
 	}
 	if backend == "compose" && needsClockShim(ns) {
 		return usage("the clock fault needs the clock shim, which --cluster compose cannot add to a running stack: use --cluster docker")
+	}
+	if needsClockShim(ns) && !t.ClockShim {
+		return usage("the clock fault needs the clock shim, which only the Redis and MySQL topologies have; %s has none", topology)
 	}
 	return nil
 }
@@ -306,13 +384,17 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	case "compose":
 		backend = docker.Compose{}
 	}
+	pooled := o.Pool.covers(o)
+	if pooled {
+		backend = o.Pool.backend(o, names)
+	}
 	var network *netns.Net
 	var netID string
 	if needsNet(nemeses) && o.Cluster != "local" {
 		// The container backends bring their own network (clusters.Networked).
 		spec.NetID = netns.Prefix + fmt.Sprintf("%x", started.UnixNano()%0xffffff) + fmt.Sprintf("%x", os.Getpid()%0xfff)
 		tracker.SetNet(spec.NetID)
-	} else if needsNet(nemeses) {
+	} else if needsNet(nemeses) && !pooled {
 		netID = netns.Prefix + fmt.Sprintf("%x%x%02x", started.UnixNano()%0xffffff, os.Getpid()%0xfff, seq&0xff)
 		tracker.SetNet(netID)
 		if network, err = netns.New(netID); err != nil {
@@ -339,6 +421,10 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		_ = cl.Stop(sctx)
 	}()
 	startup := time.Since(t0)
+	poolDir, reused := pooledRun(cl)
+	if reused {
+		startup = 0
+	}
 	say("cluster %s up in %s: %s", o.topologyOf(scheme), startup.Round(time.Millisecond), strings.Join(cl.Addrs(), " "))
 
 	// History.
@@ -356,7 +442,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		argv = []string{exe, "worker"}
 	}
 	hello := protocol.Hello{
-		Lock: scheme.Name, Servers: cl.Addrs(), Key: "locktest:lock", TTLMillis: o.TTL.Milliseconds(),
+		Lock: scheme.Name, Servers: cl.Addrs(), Key: lockKey(cl, runID), TTLMillis: o.TTL.Milliseconds(),
 		Fence: o.Fence, Wait: o.Wait, WaitTimeoutMs: o.WaitTimeout.Milliseconds(),
 		OpTimeoutMs: o.OpTimeout.Milliseconds(), Seed: o.Seed, Params: o.Params,
 	}
@@ -377,7 +463,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		}
 		if li := ready.Lock; li != nil {
 			scheme.Lease, scheme.Fencing, scheme.Reentrant = li.Lease, li.Fencing, li.Reentrant
-			scheme.ChecksValidity, scheme.Renews = li.ChecksValidity, li.Renews
+			scheme.ChecksValidity, scheme.Renews, scheme.Session = li.ChecksValidity, li.Renews, li.Session
 			if li.Name != "" {
 				scheme.Summary = li.Name
 			}
@@ -401,7 +487,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		TimeLimitMs: o.TimeLimit.Milliseconds(), StartedAt: started.Format(time.RFC3339), Cluster: o.Cluster,
 		Topology: o.topologyOf(scheme), Version: Version, Servers: cl.Versions(), Command: o.Command,
 		DeadlockMs: (2*ttl + time.Second).Milliseconds(), BaseMonotonic: base,
-		Reentrant: scheme.Reentrant, Renews: scheme.Renews, ChecksValidity: scheme.ChecksValidity,
+		Reentrant: scheme.Reentrant, Renews: scheme.Renews, ChecksValidity: scheme.ChecksValidity, Session: scheme.Session,
 		ReadWrite: scheme.ReadWrite,
 	}
 	if scheme.Lease {
@@ -433,6 +519,17 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 
 	stop, stopNow := context.WithTimeout(ctx, o.TimeLimit)
 	defer stopNow()
+	// The online checker: the first violation as soon as it is certain,
+	// and with StopEarly the end of the run there.
+	var stoppedEarly atomic.Bool
+	det := detect(rec, *info, func() {
+		// In a fenced run a lock-level violation may still be contained
+		// by the resource (a safe verdict): only the final check tells.
+		if o.StopEarly && !o.Fence {
+			stoppedEarly.Store(true)
+			stopNow()
+		}
+	})
 	env := &nemesis.Env{Recorder: rec, Cluster: cl, Workload: wl, TTL: ttl, Seed: o.Seed, Net: network, Params: o.Params}
 	nemErr := make(chan error, 1)
 	go func() { nemErr <- nemesis.RunAll(stop, env, nemeses) }()
@@ -442,9 +539,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	wlErr := wl.Run(ctx, stop, procs)
 	stopNow()
 	nErr := <-nemErr
+	detected := det.finish()
 	interrupted := ctx.Err() != nil
 	endDetail := "time limit"
 	switch {
+	case stoppedEarly.Load() && wlErr == nil && nErr == nil && !interrupted:
+		endDetail = history.EndedEarly
+		detected.Stopped = true
 	case interrupted:
 		endDetail = "interrupted"
 	case wlErr != nil || nErr != nil:
@@ -460,11 +561,21 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		}
 	}
 
+	if detected != nil {
+		stopped := ""
+		if detected.Stopped {
+			stopped = "; the run stopped there (--stop-early)"
+		}
+		say("online checker: a %s that began at %.2fs was certain at %.2fs%s", detected.Kind, detected.ViolationAt.Seconds(), detected.CertainAt.Seconds(), stopped)
+	}
 	res, err := CheckDir(dir, out, o.Quiet)
 	if err != nil {
 		return nil, err
 	}
-	return &Outcome{Dir: dir, Result: *res, Interrupted: interrupted, Startup: startup, NetID: netID}, nil
+	if !interrupted {
+		keepCluster(cl)
+	}
+	return &Outcome{Dir: dir, Result: *res, Interrupted: interrupted, Startup: startup, NetID: netID, Detected: detected, Cluster: poolDir, Reused: reused}, nil
 }
 
 // clientHost gives each client its own namespace when the run has a
@@ -476,8 +587,8 @@ func clientHost(n *netns.Net) func(int) (*netns.Host, error) {
 	return func(id int) (*netns.Host, error) { return n.AddHost(fmt.Sprintf("client-%d", id)) }
 }
 
-// CheckDir checks the history in a run directory, writes results.json and
-// report.html there and prints the summary.
+// CheckDir checks the history in a run directory, writes results.json,
+// report.html and linearization.html there and prints the summary.
 func CheckDir(dir string, out io.Writer, quiet bool) (*checker.Result, error) {
 	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
@@ -487,15 +598,7 @@ func CheckDir(dir string, out io.Writer, quiet bool) (*checker.Result, error) {
 	if err := reports.WriteResultsJSON(filepath.Join(dir, "results.json"), &res); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(filepath.Join(dir, "report.html"))
-	if err != nil {
-		return nil, err
-	}
-	if err := reports.WriteRunPage(f, h, &res, reports.RunFiles(dir)); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
+	if err := reports.WriteRunDir(dir, h, &res); err != nil {
 		return nil, err
 	}
 	if out != nil {

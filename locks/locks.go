@@ -118,7 +118,10 @@ type Scheme struct {
 	ReadWrite bool
 	// Renews: a watchdog renews the lease while the holder lives.
 	Renews bool
-	New    func(Config) (Lock, error)
+	// Session: the lock belongs to the client's session and dies with it
+	// (history.RunInfo.Session).
+	Session bool
+	New     func(Config) (Lock, error)
 }
 
 // Schemes is the registry of every scheme, in the order `locktest list`
@@ -142,23 +145,23 @@ var Schemes = []Scheme{
 		Summary: "SET NX PX + Lua release on the master Sentinel names (master, 2 async replicas, 3 sentinels); follows the new master after a failover."},
 	{Name: "mysql-optimistic", Topology: "mysql", Topologies: mysqlAlso, Lease: true, Fencing: true, New: newMySQLOptimistic,
 		Summary: "read status+version; UPDATE SET status=1, version=version+1 WHERE version=? (a lease: an expired lock may be taken over); release CAS back by owner and version. The version is the fencing token."},
-	{Name: "mysql-for-update", Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLForUpdate,
+	{Name: "mysql-for-update", Session: true, Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLForUpdate,
 		Summary: "BEGIN; SELECT ... FOR UPDATE NOWAIT on the lock row, the transaction open for the whole hold; release COMMIT. The server drops the lock with an idle connection (wait_timeout)."},
 	{Name: "mysql-unique", Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLUnique,
 		Summary: "INSERT into a table with a unique key on the lock name; release DELETE by owner. A crashed holder's row stays forever."},
 	{Name: "mysql-unique-expiry", Topology: "mysql", Topologies: mysqlAlso, Lease: true, Fencing: true, New: newMySQLUniqueExpiry,
 		Summary: "as mysql-unique plus an expiry column: an acquirer first deletes an expired row (the cleanup job); release DELETE by owner."},
-	{Name: "mysql-get-lock", Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLGetLock,
+	{Name: "mysql-get-lock", Session: true, Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLGetLock,
 		Summary: "GET_LOCK(name, 0) on a pinned connection; release RELEASE_LOCK. The lock lives and dies with the session."},
-	{Name: "zk", Topology: "zk3", Lease: true, Renews: true, Fencing: true, Reentrant: true, New: newZKMutex,
+	{Name: "zk", Session: true, Topology: "zk3", Lease: true, Renews: true, Fencing: true, Reentrant: true, New: newZKMutex,
 		Summary: "Curator InterProcessMutex on ZooKeeper: protected EPHEMERAL_SEQUENTIAL node, lowest sequence holds, waiters watch their predecessor; reentrant. The node dies with the session (timeout = --ttl), but the client keeps believing. Token: the node's sequence number."},
-	{Name: "zk-strict", Topology: "zk3", Lease: true, Renews: true, Fencing: true, Reentrant: true, ChecksValidity: true, New: newZKStrict,
+	{Name: "zk-strict", Session: true, Topology: "zk3", Lease: true, Renews: true, Fencing: true, Reentrant: true, ChecksValidity: true, New: newZKStrict,
 		Summary: "zk, but a connection loss (SUSPENDED), an expired session or 2/3 of the session timeout without word from the server counts as lock lost: the client stops using the resource (Curator tech note)."},
-	{Name: "zk-semaphore", Topology: "zk3", Lease: true, Renews: true, Fencing: true, New: newZKSemaphore,
+	{Name: "zk-semaphore", Session: true, Topology: "zk3", Lease: true, Renews: true, Fencing: true, New: newZKSemaphore,
 		Summary: "Curator InterProcessSemaphoreMutex: a one-lease semaphore (an internal mutex serializes the lease count); not reentrant."},
-	{Name: "zk-rw", Topology: "zk3", Lease: true, Renews: true, Fencing: true, ReadWrite: true, New: newZKRW,
+	{Name: "zk-rw", Session: true, Topology: "zk3", Lease: true, Renews: true, Fencing: true, ReadWrite: true, New: newZKRW,
 		Summary: "Curator InterProcessReadWriteLock: __READ__/__WRIT__ sequential nodes; a writer holds when lowest, a reader when no writer precedes it. The workload mixes readers (2/3) and writers."},
-	{Name: "etcd", Topology: "etcd3", Lease: true, Renews: true, Fencing: true, New: newEtcdMutex,
+	{Name: "etcd", Session: true, Topology: "etcd3", Lease: true, Renews: true, Fencing: true, New: newEtcdMutex,
 		Summary: "etcd concurrency mutex: session lease (TTL = --ttl, whole seconds) kept alive by the client, key per waiter, lowest create revision holds; try-lock, --wait watches the predecessor. Token: the key's create revision."},
 }
 

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"time"
 
@@ -288,12 +289,21 @@ func ensureRow(ctx context.Context, c *sql.Conn, table, key string) error {
 // The fencing tokens of mysql-for-update and mysql-get-lock: a MariaDB
 // SEQUENCE, drawn right after the lock is granted. NEXTVAL is not
 // transactional, so a token drawn in a transaction that is rolled back
-// (the holder's connection dropped) is never handed out again.
-const fenceSequence = "CREATE SEQUENCE IF NOT EXISTS fence_tokens"
+// (the holder's connection dropped) is never handed out again. Each lock
+// name has its own sequence, as it has its own rows: a server that outlives
+// one run (a campaign's pooled cluster) keeps every lock's state apart.
+func fenceSequence(key string) string {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return fmt.Sprintf("fence_tokens_%016x", h.Sum64())
+}
 
-func nextToken(ctx context.Context, c *sql.Conn) (int64, error) {
+// fenceDDL creates the fencing sequence of lock key.
+func fenceDDL(key string) string { return "CREATE SEQUENCE IF NOT EXISTS " + fenceSequence(key) }
+
+func nextToken(ctx context.Context, c *sql.Conn, key string) (int64, error) {
 	var t int64
-	err := c.QueryRowContext(ctx, "SELECT NEXTVAL(fence_tokens)").Scan(&t)
+	err := c.QueryRowContext(ctx, "SELECT NEXTVAL("+fenceSequence(key)+")").Scan(&t)
 	return t, err
 }
 

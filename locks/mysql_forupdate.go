@@ -28,7 +28,7 @@ const forUpdateTable = `CREATE TABLE IF NOT EXISTS for_update_locks (
 
 func newMySQLForUpdate(c Config) (Lock, error) {
 	b, err := newMySQLBase(c, func(ctx context.Context, conn *sql.Conn) error {
-		if err := createMissing(ctx, conn, map[string]string{"for_update_locks": forUpdateTable, "fence_tokens": fenceSequence}); err != nil {
+		if err := createMissing(ctx, conn, map[string]string{"for_update_locks": forUpdateTable, fenceSequence(c.Key): fenceDDL(c.Key)}); err != nil {
 			return err
 		}
 		return ensureRow(ctx, conn, "for_update_locks", c.Key)
@@ -80,7 +80,7 @@ func (s *mysqlForUpdate) Acquire(ctx context.Context) (Lease, error) {
 			return sent("acquire: select for update", err)
 		}
 		if s.cfg.Fence {
-			t, err := nextToken(ctx, c)
+			t, err := nextToken(ctx, c, s.cfg.Key)
 			if err != nil {
 				if mysqlErrno(err) != 0 {
 					// The server answered: roll back, which unlocks.

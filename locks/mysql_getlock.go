@@ -23,7 +23,7 @@ type mysqlGetLock struct {
 
 func newMySQLGetLock(c Config) (Lock, error) {
 	b, err := newMySQLBase(c, func(ctx context.Context, conn *sql.Conn) error {
-		return createMissing(ctx, conn, map[string]string{"fence_tokens": fenceSequence})
+		return createMissing(ctx, conn, map[string]string{fenceSequence(c.Key): fenceDDL(c.Key)})
 	})
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func (s *mysqlGetLock) Acquire(ctx context.Context) (Lease, error) {
 			return ErrHeld
 		}
 		if s.cfg.Fence {
-			t, err := nextToken(ctx, c)
+			t, err := nextToken(ctx, c, s.cfg.Key)
 			if err != nil {
 				if mysqlErrno(err) != 0 {
 					if _, rerr := c.ExecContext(ctx, "DO RELEASE_LOCK(?)", s.cfg.Key); rerr == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,7 +126,9 @@ func (*crashClient) Run(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// pauseServer freezes a server for a while.
+// pauseServer freezes a server for a while. A server another server fault
+// (kill) is acting on is left alone, with a note in the history: a frozen
+// server is not killed, a restarting one is not frozen.
 type pauseServer struct{}
 
 func (*pauseServer) Name() string { return "pause-server" }
@@ -142,13 +145,20 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 			return err
 		}
 		d := scaled(r, env.TTL, 0.5, 2)
+		release, holder, ok := env.claimNode(n.Name(), "pause-server")
+		if !ok {
+			skipped(env, "pause-server", n.Name(), holder+" is acting on it")
+			continue
+		}
 		if err := n.Pause(); err != nil {
+			release()
 			return err
 		}
 		end := fault(env, "pause-server", n.Name(), 0, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
 		sleepCtx(ctx, d)
 		err = n.Resume()
 		end("SIGCONT")
+		release()
 		if err != nil {
 			return err
 		}
@@ -156,7 +166,8 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// killServer kills a server and restarts it empty.
+// killServer kills a server and restarts it (see pauseServer for a server
+// another fault is acting on).
 type killServer struct{}
 
 func (*killServer) Name() string { return "kill" }
@@ -165,7 +176,10 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "kill")
 	nodes := env.Cluster.Nodes()
 	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
-		n, err := target(ctx, env, r, nodes, env.Params["kill"])
+		// Strike while somebody holds the lock: that is when a server
+		// that forgets it hurts.
+		waitForHolder(ctx, env, 2*env.TTL)
+		victims, err := killTargets(ctx, env, r, nodes, env.Params["kill"])
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // the run ended while an election was under way
@@ -173,21 +187,56 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 			return err
 		}
 		down := between(r, 300*time.Millisecond, time.Second)
-		if err := n.Kill(); err != nil {
-			return err
+		var releases []func()
+		releaseAll := func() {
+			for _, rel := range releases {
+				rel()
+			}
 		}
-		end := fault(env, "kill", n.Name(), 0, fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond)))
+		busy := false
+		for _, n := range victims {
+			release, holder, ok := env.claimNode(n.Name(), "kill")
+			if !ok {
+				skipped(env, "kill", n.Name(), holder+" is acting on it")
+				busy = true
+				break
+			}
+			releases = append(releases, release)
+		}
+		if busy {
+			releaseAll()
+			continue
+		}
+		var names []string
+		for _, n := range victims {
+			if err := n.Kill(); err != nil {
+				releaseAll()
+				return err
+			}
+			names = append(names, n.Name())
+		}
+		end := fault(env, "kill", strings.Join(names, ","), 0, fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond)))
 		sleepCtx(ctx, down)
 		// Restart even when the run is ending: the cluster must be whole
-		// for a clean stop. A fresh context bounds the restart.
+		// for a clean stop. A fresh context bounds the restarts.
 		rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		err = n.Restart(rctx)
-		cancel()
-		if err != nil {
-			end("restart failed: " + err.Error())
-			return errors.Join(fmt.Errorf("restart %s", n.Name()), err)
+		var errs []error
+		keeps := true
+		for _, n := range victims {
+			if err := n.Restart(rctx); err != nil {
+				errs = append(errs, fmt.Errorf("restart %s: %w", n.Name(), err))
+			}
+			if k, ok := n.(interface{ KeepsData() bool }); !ok || !k.KeepsData() {
+				keeps = false
+			}
 		}
-		if k, ok := n.(interface{ KeepsData() bool }); ok && k.KeepsData() {
+		cancel()
+		releaseAll()
+		if err := errors.Join(errs...); err != nil {
+			end("restart failed: " + err.Error())
+			return err
+		}
+		if keeps {
 			end("restarted with its data")
 		} else {
 			end("restarted")
@@ -196,12 +245,44 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// target picks the server a server fault hits: a random one, or with
-// --param kill=leader (pause-server=leader) the current leader of a
-// topology that elects one (clusters.Leader).
+// killTargets picks the servers a kill hits. When the current holder's
+// grant names the servers that granted it (Redlock), just enough of those
+// for another client to be able to win a majority once they come back
+// empty (1 when the grant had a bare majority, 3 when all 5 granted);
+// otherwise one server, as target picks it.
+func killTargets(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node, param string) ([]clusters.Node, error) {
+	if param != "leader" {
+		if g := granting(env, nodes); len(g) > 0 {
+			k := max(1, len(nodes)/2+1-(len(nodes)-len(g)))
+			if k <= len(g) {
+				order := r.Perm(len(g))
+				out := make([]clusters.Node, 0, k)
+				for _, i := range order[:k] {
+					out = append(out, g[i])
+				}
+				slices.SortFunc(out, func(a, b clusters.Node) int { return strings.Compare(a.Name(), b.Name()) })
+				return out, nil
+			}
+		}
+	}
+	n, err := target(ctx, env, r, nodes, param)
+	if err != nil {
+		return nil, err
+	}
+	return []clusters.Node{n}, nil
+}
+
+// target picks the server a server fault hits: one of the servers that
+// granted the current holder's lock when the grant names them (Redlock's
+// majority: a restarted or frozen member lets a second majority form), a
+// random one otherwise, or with --param kill=leader (pause-server=leader)
+// the current leader of a topology that elects one (clusters.Leader).
 func target(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node, param string) (clusters.Node, error) {
 	n := nodes[r.IntN(len(nodes))]
 	if param != "leader" {
+		if g := granting(env, nodes); len(g) > 0 && len(g) < len(nodes) {
+			n = g[r.IntN(len(g))]
+		}
 		return n, nil
 	}
 	l, ok := env.Cluster.(clusters.Leader)
@@ -215,4 +296,35 @@ func target(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node, 
 		return nil, fmt.Errorf("find the leader: %w", err)
 	}
 	return leader, nil
+}
+
+// granting returns the nodes that granted the lock to a current holder (the
+// first holder whose grant names them), nil when no holder's grant does.
+func granting(env *Env, nodes []clusters.Node) []clusters.Node {
+	if env.Workload == nil {
+		return nil
+	}
+	for _, g := range env.Workload.HolderGrants() {
+		var out []clusters.Node
+		for _, n := range nodes {
+			if slices.Contains(g.Nodes, n.Addr()) {
+				out = append(out, n)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return nil
+}
+
+// waitForHolder returns once some client believes it holds the lock, or
+// after limit, or when ctx ends.
+func waitForHolder(ctx context.Context, env *Env, limit time.Duration) {
+	if env.Workload == nil {
+		return
+	}
+	deadline := time.Now().Add(limit)
+	for env.Workload.Holders() == 0 && time.Now().Before(deadline) && sleepCtx(ctx, 5*time.Millisecond) {
+	}
 }

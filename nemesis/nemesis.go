@@ -31,6 +31,35 @@ type Env struct {
 	Params   map[string]string // --param settings (e.g. partition=isolate-holder)
 
 	faultIDs atomic.Int64
+
+	nodeMu   sync.Mutex
+	nodeBusy map[string]string // server name -> the fault acting on it
+}
+
+// claimNode reserves the server named name for fault, so that two server
+// faults never act on one server at once (a kill of a frozen server, a
+// pause of a server being restarted). It returns the release function, or
+// ok false and the fault that holds the server.
+func (e *Env) claimNode(name, fault string) (release func(), holder string, ok bool) {
+	e.nodeMu.Lock()
+	defer e.nodeMu.Unlock()
+	if h, busy := e.nodeBusy[name]; busy {
+		return nil, h, false
+	}
+	if e.nodeBusy == nil {
+		e.nodeBusy = map[string]string{}
+	}
+	e.nodeBusy[name] = fault
+	return func() {
+		e.nodeMu.Lock()
+		delete(e.nodeBusy, name)
+		e.nodeMu.Unlock()
+	}, "", true
+}
+
+// skipped records in the history that fault left target alone, and why.
+func skipped(env *Env, fault, target, why string) {
+	env.Recorder.Record(history.Event{Type: history.Note, Detail: fmt.Sprintf("%s skipped %s: %s", fault, target, why)}, nil)
 }
 
 // Nemesis is one kind of fault with its schedule.
@@ -56,7 +85,7 @@ var All = []Info{
 	{"none", "no fault: the baseline every scheme must pass", nil},
 	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }},
 	{"pause-server", "SIGSTOP a server for 0.5-2x the TTL, then SIGCONT (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }},
-	{"kill", "kill -9 a server and restart it after 0.3-1 s (Redis comes back empty: its locks are lost; MariaDB recovers its rows but not its sessions; ZooKeeper and etcd members restart with their data); --param kill=leader kills the leader of zk3/etcd3", func() Nemesis { return &killServer{} }},
+	{"kill", "while somebody holds the lock, kill -9 a server (Redlock: just enough of those that granted the lease) and restart it after 0.3-1 s (Redis comes back empty: its locks are lost; MariaDB recovers its rows but not its sessions; ZooKeeper and etcd members restart with their data); --param kill=leader kills the leader of zk3/etcd3", func() Nemesis { return &killServer{} }},
 	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }},
 	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime)", func() Nemesis { return &clock{} }},
 	{"clock-client", "turn the holder's own clock back by 1-3x the TTL right after it acquires (matters for clients that check their lease validity)", func() Nemesis { return &clockClient{} }},

@@ -22,6 +22,7 @@ var PartitionShapes = []string{
 	"lost-reply",      // as a client sends an acquire, the servers' answers to it are dropped until healed
 	"holder-minority", // that client cut from a minority of the servers
 	"isolate-server",  // one server cut from everything
+	"isolate-leader",  // the current leader (zk3, etcd3) cut from everything
 	"split",           // servers and clients in two halves, servers split majority/minority
 	"bridge",          // two halves of the servers that share one node
 }
@@ -112,8 +113,15 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		return true
 	}
 
+	leader, hasLeader := env.Cluster.(clusters.Leader)
 	var holderShapes, timedShapes []string
 	for _, s := range shapes {
+		if s == "isolate-leader" && !hasLeader {
+			if len(shapes) == 1 {
+				return fmt.Errorf("partition isolate-leader: topology %s elects no leader", env.Cluster.Topology())
+			}
+			continue // drawn from every shape: not for this topology
+		}
 		if s == "isolate-holder" || s == "holder-minority" {
 			holderShapes = append(holderShapes, s)
 		} else if s == "lost-reply" {
@@ -225,6 +233,9 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		slices.SortFunc(clients, func(a, b *netns.Host) int { return strings.Compare(a.Name, b.Name) })
 		a, b := shapeSides(r, shape, servers, clients)
 		mu.Unlock()
+		if shape == "isolate-leader" {
+			a, b = leaderSides(ctx, leader, servers, clients)
+		}
 		if len(a) == 0 || len(b) == 0 || !claim() {
 			continue
 		}
@@ -253,11 +264,13 @@ func shapeSides(r *rand.Rand, shape string, servers, clients []*netns.Host) (a, 
 	ss := shuffled(r, servers)
 	switch shape {
 	case "isolate-server":
-		a = ss[:1]
+		a = slices.Clone(ss[:1])
 		b = append(append([]*netns.Host(nil), ss[1:]...), clients...)
 	case "split":
 		half := len(ss) / 2
-		a, b = ss[:half], ss[half:]
+		// Copies: appending clients to a must not overwrite b's servers
+		// (a and b would share ss's array).
+		a, b = slices.Clone(ss[:half]), slices.Clone(ss[half:])
 		for _, c := range shuffled(r, clients) {
 			if r.IntN(2) == 0 {
 				a = append(a, c)
@@ -271,7 +284,7 @@ func shapeSides(r *rand.Rand, shape string, servers, clients []*netns.Host) (a, 
 		}
 		mid := len(ss) / 2
 		// ss[mid] is the bridge: it stays connected to both halves.
-		a, b = ss[:mid], ss[mid+1:]
+		a, b = slices.Clone(ss[:mid]), slices.Clone(ss[mid+1:])
 		for _, c := range shuffled(r, clients) {
 			if r.IntN(2) == 0 {
 				a = append(a, c)
@@ -281,6 +294,27 @@ func shapeSides(r *rand.Rand, shape string, servers, clients []*netns.Host) (a, 
 		}
 	}
 	return a, b
+}
+
+// leaderSides cuts the current leader from every other server and every
+// client; nothing when the leader cannot be found (an election under way).
+func leaderSides(ctx context.Context, l clusters.Leader, servers, clients []*netns.Host) (a, b []*netns.Host) {
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := l.Leader(lctx)
+	if err != nil {
+		return nil, nil
+	}
+	h, ok := n.(clusters.Hosted)
+	if !ok || h.Host() == nil {
+		return nil, nil
+	}
+	for _, s := range servers {
+		if s != h.Host() {
+			b = append(b, s)
+		}
+	}
+	return []*netns.Host{h.Host()}, append(b, clients...)
 }
 
 func cross(a, b []*netns.Host) [][2]*netns.Host {

@@ -93,6 +93,7 @@ type LockInfo struct {
 	Reentrant      bool   `json:"reentrant,omitempty"`       // the same client may acquire again while holding
 	ChecksValidity bool   `json:"checks_validity,omitempty"` // stops using the resource when its lease ends (answers valid_ms)
 	Renews         bool   `json:"renews,omitempty"`          // renews its lease while it lives (a watchdog)
+	Session        bool   `json:"session,omitempty"`         // the lock dies with the client's session (connection, ZooKeeper session, etcd lease)
 }
 
 // Request is one operation the controller asks for.

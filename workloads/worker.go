@@ -33,7 +33,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	defer lock.Close()
 	ready.Lock = &protocol.LockInfo{Name: scheme.Name, Lease: scheme.Lease, Fencing: scheme.Fencing && hello.Fence,
-		Reentrant: scheme.Reentrant, ChecksValidity: scheme.ChecksValidity, Renews: scheme.Renews}
+		Reentrant: scheme.Reentrant, ChecksValidity: scheme.ChecksValidity, Renews: scheme.Renews, Session: scheme.Session}
 	if err := enc.Send(ready); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -104,6 +105,25 @@ func (r *Runner) Holders() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.holding)
+}
+
+// HolderGrants returns the grants (acquire ok events) of the clients that
+// believe they hold the lock now, in client order.
+func (r *Runner) HolderGrants() []history.Event {
+	r.mu.Lock()
+	var ps []*Process
+	for id := range r.holding {
+		if p := r.procs[id]; p != nil {
+			ps = append(ps, p)
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(ps, func(a, b *Process) int { return a.ID - b.ID })
+	out := make([]history.Event, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Grant())
+	}
+	return out
 }
 
 func (r *Runner) setHolding(id int, on bool) {

@@ -34,7 +34,8 @@ def main():
     path = "/locktest/" + hello["key"].replace(":", "-")
     lock = zk.Lock(path, "client-%d" % hello["client"])
     send({"type": "ready", "version": 1, "pid": os.getpid(),
-          "lock": {"name": "kazoo Lock", "lease": True, "fencing": True}})
+          "lock": {"name": "kazoo Lock", "lease": True, "fencing": True,
+                   "renews": True, "session": True}})
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -52,7 +53,11 @@ def main():
                     if digits.isdigit():
                         rep["token"] = int(digits)
                 else:
-                    rep.update(outcome="fail", reason="held", error="lock held by another client")
+                    # A non-blocking acquire fails when any node precedes
+                    # ours: the holder's, or another try's that is about to
+                    # go away. The recipe cannot tell which: "contended",
+                    # not "held" (a free lock can refuse two racing tries).
+                    rep.update(outcome="fail", reason="contended", error="a node precedes ours: held or contended")
             elif op == "release":
                 if not lock.release():
                     rep.update(outcome="fail", reason="not-owner", error="kazoo says the lock was not held")

@@ -1,0 +1,68 @@
+package harness
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+)
+
+// On a single server, pause-server and kill draw the same server: they
+// take turns on it (one skips, with a note, while the other acts) instead
+// of killing a frozen server or freezing one that is being restarted,
+// which used to abort the run.
+func TestServerFaultsTakeTurns(t *testing.T) {
+	needServer(t)
+	for _, cluster := range []string{"local", "docker"} {
+		t.Run(cluster, func(t *testing.T) {
+			if cluster == "docker" {
+				needDocker(t)
+			}
+			t.Parallel()
+			o := baseOptions(t, "redis-lua", "pause-server,kill", 31)
+			o.Cluster, o.Images = cluster, dockerImages(cluster)
+			o.TimeLimit = 10 * time.Second
+			out, err := Run(context.Background(), o)
+			require.NoError(t, err)
+			h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
+			require.NoError(t, err)
+			assertTurns(t, h)
+		})
+	}
+}
+
+// assertTurns checks that no two server faults overlap on one server, and
+// counts the turns skipped.
+func assertTurns(t *testing.T, h *history.History) {
+	t.Helper()
+	byTarget := map[string][]history.Fault{}
+	for _, f := range h.Faults {
+		if f.Client == 0 && (f.Name == "pause-server" || f.Name == "kill") {
+			byTarget[f.Target] = append(byTarget[f.Target], f)
+		}
+	}
+	names := map[string]int{}
+	for _, fs := range byTarget {
+		for i, a := range fs {
+			names[a.Name]++
+			require.NotEqual(t, history.Never, a.End, "%s on %s never ended", a.Name, a.Target)
+			for _, b := range fs[i+1:] {
+				require.False(t, b.Start < a.End && a.Start < b.End, "%s and %s overlap on %s", a.Name, b.Name, a.Target)
+			}
+		}
+	}
+	skips := 0
+	for _, e := range h.Events {
+		if e.Type == history.Note && strings.Contains(e.Detail, " skipped ") {
+			skips++
+		}
+	}
+	t.Logf("faults %v, %d turns skipped", names, skips)
+	require.Positive(t, names["pause-server"])
+	require.Positive(t, names["kill"])
+}

@@ -1,0 +1,168 @@
+package harness
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+)
+
+// Detection is what the online checker saw during a run: the first
+// violation, as soon as it was certain: a double holder (two clients that
+// surely believed they held the lock at once, as checker.Holds defines
+// holds) or a history that is no longer linearizable.
+type Detection struct {
+	// ViolationAt is when the violation began (the anomaly's start), and
+	// CertainAt when the online checker was certain of it: run time, since
+	// the start of the history.
+	ViolationAt time.Duration `json:"violation_at_ns"`
+	CertainAt   time.Duration `json:"certain_at_ns"`
+	Clients     []int         `json:"clients"`
+	Kind        string        `json:"kind"`
+	// Stopped: the run stopped there (Options.StopEarly).
+	Stopped bool `json:"stopped,omitempty"`
+}
+
+// detector runs checker.Incremental over the events of a run as they are
+// recorded, in its own goroutine: the recorder hands it each event without
+// waiting (a queue of its own; the workload never waits for the checker).
+type detector struct {
+	info    history.RunInfo
+	holding map[int]*onlineHold // client -> its hold, as checker.Holds sees it
+	inc     *checker.Incremental
+	rec     *history.Recorder
+	onFound func()
+
+	mu     sync.Mutex
+	queue  []history.Event
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+	found  *Detection
+}
+
+// detect starts a detector on rec for a run described by info; onFound
+// runs once, in the detector's goroutine, when a violation is certain.
+func detect(rec *history.Recorder, info history.RunInfo, onFound func()) *detector {
+	d := &detector{
+		info: info, holding: map[int]*onlineHold{},
+		inc: checker.NewIncremental(info, checker.DefaultOptions()), rec: rec, onFound: onFound,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	rec.Watch(func(e history.Event) {
+		d.mu.Lock()
+		d.queue = append(d.queue, e)
+		d.mu.Unlock()
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	})
+	go d.loop()
+	return d
+}
+
+func (d *detector) loop() {
+	defer close(d.done)
+	for {
+		d.mu.Lock()
+		batch, closed := d.queue, d.closed
+		d.queue = nil
+		d.mu.Unlock()
+		for _, e := range batch {
+			if e.Type == history.Note || d.found != nil {
+				continue
+			}
+			found := d.doubleHolder(e)
+			// The online lock checker models an exclusive lock: read-write
+			// runs get the double-holder check only.
+			if !d.info.ReadWrite {
+				if as := d.inc.Add(e); found == nil && len(as) > 0 {
+					found = &Detection{ViolationAt: time.Duration(as[0].Start), CertainAt: time.Duration(e.Time), Clients: as[0].Clients, Kind: as[0].Kind}
+				}
+			}
+			if found == nil {
+				continue
+			}
+			d.mu.Lock()
+			d.found = found
+			d.mu.Unlock()
+			d.rec.Record(history.Event{Type: history.Note, Detail: fmt.Sprintf(
+				"online checker: a %s violation that began at %.3fs (clients %v) is certain", found.Kind, found.ViolationAt.Seconds(), found.Clients)}, nil)
+			if d.onFound != nil {
+				d.onFound()
+			}
+		}
+		if closed && len(batch) == 0 {
+			return
+		}
+		if len(batch) == 0 {
+			<-d.wake
+		}
+	}
+}
+
+// finish waits until the detector has read every event recorded (call it
+// after the last one) and returns what it found, nil if nothing.
+func (d *detector) finish() *Detection {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+	<-d.done
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.found
+}
+
+// onlineHold is a hold still open.
+type onlineHold struct {
+	start  int64
+	depth  int
+	shared bool
+}
+
+// doubleHolder follows the holds as checker.Holds defines them (from an
+// acquire's ok to the client's next release invocation, its crash or its
+// exit) and returns a double holder as soon as a client is granted the
+// lock while another surely holds it. Runs whose clients check their own
+// validity (their holds may end earlier than a release) are left to the
+// final check.
+func (d *detector) doubleHolder(e history.Event) *Detection {
+	if d.info.ChecksValidity {
+		return nil
+	}
+	switch {
+	case e.Type == history.Invoke && e.Op == history.Release:
+		if h := d.holding[e.Client]; h != nil {
+			if h.depth--; h.depth <= 0 || !d.info.Reentrant {
+				delete(d.holding, e.Client)
+			}
+		}
+	case e.Type == history.ClientExit, e.Type == history.FaultStart && e.Fault == "crash-client":
+		delete(d.holding, e.Client)
+	case e.Type == history.OK && e.Op == history.Acquire:
+		if h := d.holding[e.Client]; h != nil {
+			h.depth++
+			return nil
+		}
+		b := &onlineHold{start: e.Time, depth: 1, shared: e.Mode == history.ModeRead}
+		var found *Detection
+		for c, a := range d.holding {
+			if a.shared && b.shared {
+				continue
+			}
+			if found == nil || c < found.Clients[0] {
+				found = &Detection{ViolationAt: time.Duration(e.Time), CertainAt: time.Duration(e.Time), Clients: []int{c, e.Client}, Kind: checker.KindDoubleHolder}
+			}
+		}
+		d.holding[e.Client] = b
+		return found
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package nemesis
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/clusters/netns"
+)
+
+// Every timed shape keeps each server on the side it was drawn for: the
+// clients added to one side used to overwrite the other side's servers
+// (both sides were slices of one array), so a server fell out of the
+// partition and a client stood on both sides.
+func TestShapeSidesKeepEveryServer(t *testing.T) {
+	hosts := func(prefix string, n int) []*netns.Host {
+		var out []*netns.Host
+		for i := 1; i <= n; i++ {
+			out = append(out, &netns.Host{Name: fmt.Sprintf("%s-%d", prefix, i)})
+		}
+		return out
+	}
+	for _, shape := range []string{"isolate-server", "split", "bridge"} {
+		for _, ns := range []int{3, 5, 6} {
+			for seed := uint64(0); seed < 20; seed++ {
+				servers, clients := hosts("server", ns), hosts("client", 5)
+				a, b := shapeSides(rand.New(rand.NewPCG(seed, 1)), shape, servers, clients)
+				count := map[string]int{}
+				for _, h := range append(append([]*netns.Host{}, a...), b...) {
+					count[h.Name]++
+				}
+				for _, c := range clients {
+					require.Equal(t, 1, count[c.Name], "%s, %d servers, seed %d: client %s on %d sides", shape, ns, seed, c.Name, count[c.Name])
+				}
+				want := ns
+				if shape == "bridge" {
+					want = ns - 1 // the bridge node is on neither list: it is cut from nobody
+				}
+				got := 0
+				for _, s := range servers {
+					require.LessOrEqual(t, count[s.Name], 1, "%s: server %s on both sides", shape, s.Name)
+					got += count[s.Name]
+				}
+				require.Equal(t, want, got, "%s, %d servers, seed %d: servers lost from the sides", shape, ns, seed)
+			}
+		}
+	}
+}
