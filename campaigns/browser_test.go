@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/campaigns"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/reports"
 )
 
 // chromium finds Debian's chromium: under CI a missing one fails the test,
@@ -69,9 +71,10 @@ func runChromium(t *testing.T, bin string, args ...string) (stdout, stderr strin
 	return out.String(), errb.String()
 }
 
-// TestPagesInBrowser opens the campaign page and a run page in a real
-// headless chromium: they load with no console error and no network
-// request, the matrix and the run's time line render, and a screenshot of
+// TestPagesInBrowser opens the campaign page, a run page and its
+// linearization view in a real headless chromium: they load with no
+// console error and no network request, the matrix, the run's time line and
+// porcupine's drawing with its annotations render, and a screenshot of
 // each is kept next to the page (and copied to $LOCKTEST_SCREENSHOTS, e.g.
 // docs/, for the README).
 func TestPagesInBrowser(t *testing.T) {
@@ -80,9 +83,14 @@ func TestPagesInBrowser(t *testing.T) {
 	pages := []struct {
 		name, path, shot string
 		want             []string
+		size             string // window for the screenshot; "" 1400x1100
 	}{
-		{"campaign", campaigns.IndexFile, "campaign.png", []string{`class="matrix"`, `class="unsafe"`, "double-holder", "report.html"}},
-		{"run", "redis-lua/pause/run1/report.html", "run.png", []string{"<svg", "double", "pause"}},
+		{"campaign", campaigns.IndexFile, "campaign.png", []string{`class="matrix"`, `class="unsafe"`, "double-holder", "report.html", "cause: "}, ""},
+		{"run", "redis-lua/pause/run1/report.html", "run.png", []string{"<svg", "double", "pause", `href="linearization.html"`, "cause: lease expired"}, ""},
+		// porcupine's view, drawn by its script: client rows, operations,
+		// the fault and the checker's anomalies as annotations.
+		{"linearization", "redis-lua/pause/run1/" + reports.LinearizationFile, "linearization.png",
+			[]string{`id="lin-result">linearizable<`, `class="history-rect"`, ">client 1<", ">fault: pause client ", ">checker: double-holder<", "(lease-expired)"}, "2000,800"},
 	}
 	for _, p := range pages {
 		t.Run(p.name, func(t *testing.T) {
@@ -106,7 +114,11 @@ func TestPagesInBrowser(t *testing.T) {
 
 			// Screenshot the page itself.
 			shot := filepath.Join(dir, p.shot)
-			runChromium(t, bin, "--hide-scrollbars", "--window-size=1400,1100", "--screenshot="+shot, "file://"+path)
+			size := p.size
+			if size == "" {
+				size = "1400,1100"
+			}
+			runChromium(t, bin, "--hide-scrollbars", "--window-size="+size, "--screenshot="+shot, "file://"+path)
 			st, err := os.Stat(shot)
 			require.NoError(t, err)
 			require.Greater(t, st.Size(), int64(10_000), "a blank screenshot")
@@ -117,4 +129,33 @@ func TestPagesInBrowser(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNotLinearizableViewInBrowser: the porcupine view of a history that
+// is not linearizable loads without errors and opens on the failing part:
+// the first operation that cannot be placed is selected and scrolled to.
+func TestNotLinearizableViewInBrowser(t *testing.T) {
+	bin := chromium(t)
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join("..", "checker", "testdata", "bad-nonlinearizable.jsonl"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "history.jsonl"), b, 0o644))
+	_, err = harness.CheckDir(dir, nil, true)
+	require.NoError(t, err)
+	page, err := os.ReadFile(filepath.Join(dir, reports.LinearizationFile))
+	require.NoError(t, err)
+	require.NotRegexp(t, external, string(page))
+	probe := `<script>window.addEventListener('load',function(){var s=document.querySelector('.selected');` +
+		`document.documentElement.setAttribute('data-probe','selected='+(s?1:0)+' scrolled='+(window.scrollX>0?1:0))})</script>`
+	hooked := strings.Replace(string(page), "<head>", "<head>"+errorHook, 1)
+	hooked = strings.Replace(hooked, "</body>", probe+"</body>", 1)
+	check := filepath.Join(dir, ".check.html")
+	require.NoError(t, os.WriteFile(check, []byte(hooked), 0o644))
+	dom, stderr := runChromium(t, bin, "--window-size=1400,900", "--dump-dom", "file://"+check)
+	require.Contains(t, dom, `data-errors="none"`, "errors in the page: %s", stderr)
+	require.NotContains(t, stderr, "ERR_NAME_NOT_RESOLVED", "the page tried the network")
+	require.NotContains(t, stderr, "CONSOLE", "the page logged to the console")
+	require.Contains(t, dom, `data-probe="selected=1 scrolled=1"`)
+	require.Contains(t, dom, `id="lin-result">not linearizable<`)
+	require.Contains(t, dom, ">checker: non-linearizable<")
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/workloads"
 )
@@ -42,7 +44,8 @@ const (
 	IndexFile   = "index.html"
 	JUnitFile   = "junit.xml"
 	SummaryFile = "summary.md"
-	RunsDir     = "runs" // the runs' store
+	RunsDir     = "runs"     // the runs' store
+	ClustersDir = "clusters" // the pooled clusters (harness.Pool)
 )
 
 // Options say how to run a campaign.
@@ -53,6 +56,9 @@ type Options struct {
 	Out      io.Writer // progress
 	Live     bool      // redraw a status line (a terminal) instead of plain lines
 	Command  string
+	// NoReuse starts a cluster for every run; by default runs whose servers
+	// are started alike share one (harness.Pool), one run at a time.
+	NoReuse bool
 }
 
 // Run runs every pending cell of c (cells already done are kept: this is
@@ -110,6 +116,13 @@ func Run(ctx context.Context, c *reports.Campaign, o Options) error {
 			cell.Summarize()
 		}
 	}
+	if !o.NoReuse {
+		r.groupJobs()
+		r.pool = harness.NewPool(filepath.Join(o.Dir, ClustersDir))
+		// Also on Ctrl-C: the runs give their clusters back stopped, and
+		// the idle ones stop here.
+		defer r.pool.Close()
+	}
 	r.prog = newProgress(o.Out, o.Live, c, len(r.jobs))
 	if err := r.save(); err != nil {
 		return err
@@ -153,6 +166,50 @@ feed:
 type job struct {
 	cell int
 	seed int64
+	key  string // harness.PoolKey of its run: "" starts its own cluster
+}
+
+// groupJobs orders the jobs so that those whose runs can share a cluster
+// (same harness.PoolKey) run back to back, each group where its first job
+// was; the cells keep their order in the matrix and the results.
+func (r *runner) groupJobs() {
+	first := map[string]int{}
+	r.left = map[string]int{}
+	for i := range r.jobs {
+		j := &r.jobs[i]
+		if o, err := Options2Harness(&r.c.Cells[j.cell], j.seed, ""); err == nil {
+			j.key = harness.PoolKey(o)
+		}
+		if _, ok := first[j.key]; !ok || j.key == "" {
+			first[j.key] = i
+		}
+		r.left[j.key]++
+	}
+	rank := func(j job) int {
+		if j.key == "" {
+			return -1
+		}
+		return first[j.key]
+	}
+	order := make([]int, len(r.jobs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ra, rb := rank(r.jobs[order[a]]), rank(r.jobs[order[b]])
+		if ra < 0 {
+			ra = order[a]
+		}
+		if rb < 0 {
+			rb = order[b]
+		}
+		return ra < rb
+	})
+	jobs := make([]job, len(r.jobs))
+	for i, k := range order {
+		jobs[i] = r.jobs[k]
+	}
+	r.jobs = jobs
 }
 
 type runner struct {
@@ -167,6 +224,9 @@ type runner struct {
 
 	slotMu    sync.Mutex
 	lastStart int64 // unix second of the last run started
+
+	pool *harness.Pool  // nil: every run starts its own cluster
+	left map[string]int // jobs not finished per pool key
 }
 
 // startSlot waits until no other run of this campaign has started in the
@@ -204,6 +264,11 @@ func (r *runner) do(ctx context.Context, j job) {
 	}
 	r.prog.started(&cell, j.seed)
 	opts, err := Options2Harness(&cell, j.seed, filepath.Join(r.o.Dir, RunsDir))
+	if r.c.Cluster != "" {
+		opts.Cluster = r.c.Cluster
+	}
+	opts.Pool = r.pool
+	defer r.finishKey(j.key)
 	t0 := time.Now()
 	var out *harness.Outcome
 	if err == nil {
@@ -222,6 +287,15 @@ func (r *runner) do(ctx context.Context, j job) {
 	run := reports.CellRun{Seed: j.seed, WallNs: int64(wall), FirstViolationNs: -1}
 	if out != nil {
 		run.StartupNs = int64(out.Startup)
+		if d := out.Detected; d != nil {
+			run.DetectedNs, run.StoppedEarly = int64(d.CertainAt), d.Stopped
+		}
+		if out.Cluster != "" {
+			if rel, rerr := filepath.Rel(r.o.Dir, out.Cluster); rerr == nil {
+				run.Cluster = filepath.ToSlash(rel)
+			}
+			run.Reused = out.Reused
+		}
 		if out.Dir != "" {
 			if rel, rerr := filepath.Rel(r.o.Dir, out.Dir); rerr == nil {
 				run.Dir = filepath.ToSlash(rel)
@@ -245,11 +319,32 @@ func (r *runner) do(ctx context.Context, j job) {
 		cellp.Status = reports.CellDone
 	}
 	r.c.StartupNs += run.StartupNs
+	r.c.WorkloadNs += run.DurationNs
+	if run.Reused {
+		r.c.ClusterReuses++
+	} else if run.StartupNs > 0 {
+		r.c.ClusterStarts++
+	}
 	cellp.Summarize()
 	r.prog.finished(cellp, &run)
 	r.tick()
 	if err := r.save(); err != nil && r.saveErr == nil {
 		r.saveErr = err
+	}
+}
+
+// finishKey counts a job of pool key as done: once no job of the key is
+// left, its idle clusters stop.
+func (r *runner) finishKey(key string) {
+	if r.pool == nil {
+		return
+	}
+	r.mu.Lock()
+	r.left[key]--
+	done := r.left[key] == 0
+	r.mu.Unlock()
+	if done && key != "" {
+		r.pool.Drop(key)
 	}
 }
 
@@ -280,12 +375,25 @@ func Options2Harness(cell *reports.Cell, seed int64, store string) (harness.Opti
 		TTL: time.Duration(cell.TTLNs), Seed: seed, Fence: cell.Fence, Wait: cell.Wait,
 		WaitTimeout: time.Duration(cell.WaitTimeoutNs), OpTimeout: time.Duration(cell.OpTimeoutNs),
 		Store: store, Cluster: "local", Topology: cell.Topology, Quiet: true, Out: io.Discard,
-		Command: fmt.Sprintf("locktest campaign cell %s seed %d", cell.ID, seed),
+		// A certain violation settles the cell's verdict: the rest of the
+		// run would only repeat it.
+		StopEarly: true,
+		Command:   fmt.Sprintf("locktest campaign cell %s seed %d", cell.ID, seed),
 	}
 	if len(cell.Params) > 0 {
+		// A campaign's params are shared by cells of many schemes and
+		// faults: each run gets those it reads, and the unknown ones,
+		// which its validation refuses.
+		topology := cell.Topology
+		if s, ok := locks.Lookup(cell.Lock); ok && topology == "" {
+			topology = s.Topology
+		}
+		nemeses := strings.Split(cell.Nemesis, ",")
 		o.Params = map[string]string{}
 		for k, v := range cell.Params {
-			o.Params[k] = v
+			if known, applies, _ := harness.KnownParam(k, cell.Lock, topology, nemeses); applies || !known {
+				o.Params[k] = v
+			}
 		}
 	}
 	lo, hi, err := ParseRange(cell.Hold)
@@ -303,8 +411,14 @@ func Options2Harness(cell *reports.Cell, seed int64, store string) (harness.Opti
 // FillRun copies what the matrix shows from a run's result.
 func FillRun(run *reports.CellRun, res *checker.Result) {
 	run.Verdict, run.Why = string(res.Verdict), res.Why
-	run.FirstViolationNs, run.Anomalies, run.Contained = -1, nil, nil
+	run.FirstViolationNs, run.Anomalies, run.Contained, run.Causes = -1, nil, nil, nil
 	for _, a := range res.Anomalies {
+		if a.Cause != "" && (a.Severity == checker.SeverityViolation || a.Severity == checker.SeverityContained) {
+			if run.Causes == nil {
+				run.Causes = map[string]int{}
+			}
+			run.Causes[a.Cause]++
+		}
 		switch a.Severity {
 		case checker.SeverityViolation:
 			if run.Anomalies == nil {

@@ -1,6 +1,7 @@
 package campaigns
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/locks"
@@ -57,8 +59,60 @@ func ColumnName(nemeses string) string {
 // by hand.
 type Environment struct {
 	NetErr   error // why partitions cannot run (nil: they can)
-	ClockErr error // why the clock shim cannot run
+	ClockErr error // why the clock shim cannot run (on the host: --cluster local)
 	Missing  func(topology string) []clusters.Requirement
+	// Cluster is the backend every run starts its servers on: "local"
+	// (or "") or "docker". DockerErr says why the docker backend cannot
+	// run a topology here (no engine, no image of its servers), nil when
+	// it can; nil as a whole: it can run them all.
+	Cluster   string
+	DockerErr func(topology string) error
+}
+
+// Cluster backends a campaign runs on.
+const (
+	ClusterLocal  = "local"
+	ClusterDocker = "docker"
+)
+
+// ForCluster sets the backend and, for docker, looks whether it can run
+// here (it never pulls an image).
+func (e *Environment) ForCluster(ctx context.Context, cluster string) error {
+	switch cluster {
+	case "", ClusterLocal:
+		e.Cluster = ClusterLocal
+	case ClusterDocker:
+		e.Cluster = ClusterDocker
+		seen := map[string]error{}
+		e.DockerErr = func(topology string) error {
+			kind := dockerKind(topology)
+			if err, ok := seen[kind]; ok {
+				return err
+			}
+			err := docker.Available(ctx, kind, nil)
+			seen[kind] = err
+			return err
+		}
+	default:
+		return fmt.Errorf("unknown cluster backend %q (a campaign runs on: local, docker)", cluster)
+	}
+	return nil
+}
+
+// dockerKind is the image kind a topology's servers run on the docker
+// backend (docker.Image): redis, or the kinds the docker backend is
+// growing (zookeeper, etcd, mariadb); once docker.Topology names its kind,
+// this is docker.Lookup(topology).Kind.
+func dockerKind(topology string) string {
+	switch {
+	case strings.HasPrefix(topology, "zk"):
+		return "zookeeper"
+	case strings.HasPrefix(topology, "etcd"):
+		return "etcd"
+	case strings.HasPrefix(topology, "mysql"):
+		return "mariadb"
+	}
+	return docker.KindRedis
 }
 
 // Probe looks at this machine: root and netns for partitions, libfaketime
@@ -72,11 +126,6 @@ func Probe() Environment {
 	}
 	return env
 }
-
-// clockTopologies are the topologies whose servers run under the wall-clock
-// shim (clusters.ClockShifter nodes): the Redis ones. The MySQL topologies
-// refuse Spec.ClockShim.
-var clockTopologies = map[string]bool{"redis": true, "redis5": true, "redis-sentinel": true}
 
 // loopbackTopologies run on loopback only (Spec.Net refused), so a
 // partition cannot cut them.
@@ -106,7 +155,7 @@ func Applicable(s locks.Scheme, topology, column string, env Environment) (statu
 			return reports.CellNA, fmt.Sprintf("topology %s has no primary with a replica to fail over", topology)
 		}
 		if c, ok := n.(nemesis.ClockShimNeeder); ok && c.NeedsClockShim() {
-			if !clockTopologies[topology] {
+			if !local.ClockShim(topology) {
 				return reports.CellNA, fmt.Sprintf("topology %s has no per-server clock shim", topology)
 			}
 			needClock = true
@@ -120,6 +169,22 @@ func Applicable(s locks.Scheme, topology, column string, env Environment) (statu
 			}
 			needNet = true
 		}
+	}
+	if env.Cluster == ClusterDocker {
+		// Containers bring their servers and the clock shim; the host
+		// needs the engine and the image.
+		if !docker.Supports(topology) {
+			return reports.CellNA, fmt.Sprintf("--cluster docker runs the topologies %s; %s runs only on --cluster local", strings.Join(docker.Names(), ", "), topology)
+		}
+		if env.DockerErr != nil {
+			if err := env.DockerErr(topology); err != nil {
+				return reports.CellSkipped, err.Error()
+			}
+		}
+		if needNet && env.NetErr != nil {
+			return reports.CellSkipped, env.NetErr.Error()
+		}
+		return "", ""
 	}
 	if env.Missing != nil {
 		if m := env.Missing(topology); len(m) > 0 {
@@ -179,7 +244,10 @@ func PlanConfig(c *Config, env Environment) (*reports.Campaign, error) {
 // plan turns a config into the campaign's cells; columns orders the
 // columns (nil: in the order of nemesis.All, combinations last).
 func plan(c *Config, columns []string, env Environment) (*reports.Campaign, error) {
-	camp := &reports.Campaign{Schema: reports.CampaignSchema, Name: c.Name, Runs: c.Runs, Seed: 1}
+	camp := &reports.Campaign{Schema: reports.CampaignSchema, Name: c.Name, Runs: c.Runs, Seed: 1, Cluster: env.Cluster}
+	if camp.Cluster == "" {
+		camp.Cluster = ClusterLocal
+	}
 	if c.Seed != nil {
 		camp.Seed = *c.Seed
 	}

@@ -1,13 +1,16 @@
 package campaigns_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/campaigns"
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
 )
@@ -38,7 +41,8 @@ func TestApplicable(t *testing.T) {
 		{"failover needs a primary with a replica", "redis-lua", "", "failover", all, reports.CellNA},
 		{"sentinel fails over", "redis-sentinel", "", "failover", all, ""},
 		{"mysql-replicated fails over", "mysql-get-lock", "mysql-replicated", "failover", all, ""},
-		{"no clock shim on mysql", "mysql-unique", "", "clock", all, reports.CellNA},
+		{"no clock shim on zookeeper", "zk", "", "clock", all, reports.CellNA},
+		{"clock on mysql", "mysql-unique-expiry", "", "clock", all, ""},
 		{"clock on redis", "redis-lua", "", "clock", all, ""},
 		{"client clock only matters to validity checks", "redis-lua", "", "clock-client", all, reports.CellNA},
 		{"redlock checks validity", "redlock", "", "clock-client", all, ""},
@@ -135,4 +139,82 @@ func TestNightlyConfig(t *testing.T) {
 	for _, name := range locks.Names() {
 		require.True(t, covered[name], "nightly.yaml does not cover scheme %s", name)
 	}
+}
+
+func TestOptions2HarnessKeepsTheParamsARunReads(t *testing.T) {
+	params := map[string]string{"pause": "0.1..0.3", "wait_timeout": "1", "wait_timout": "1"}
+	cell := &reports.Cell{ID: "c", Lock: "redis-lua", Nemesis: "none", Hold: "100ms..200ms", Think: "10ms..20ms", Params: params}
+	o, err := campaigns.Options2Harness(cell, 1, t.TempDir())
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"wait_timout": "1"}, o.Params, "a typo stays for the run to refuse; settings of other faults and topologies go")
+	cell = &reports.Cell{ID: "c", Lock: "mysql-for-update", Nemesis: "pause", Hold: "100ms..200ms", Think: "10ms..20ms", Params: params}
+	o, err = campaigns.Options2Harness(cell, 1, t.TempDir())
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"pause": "0.1..0.3", "wait_timeout": "1", "wait_timout": "1"}, o.Params)
+}
+
+// dockerSchemes finds a scheme whose topology the docker backend runs and
+// one whose topology it does not (from docker.Supports, which grows).
+func dockerSchemes(t *testing.T) (in, out *locks.Scheme) {
+	t.Helper()
+	for _, name := range locks.Names() {
+		s := scheme(t, name)
+		switch {
+		case in == nil && docker.Supports(s.Topology):
+			in = &s
+		case out == nil && !docker.Supports(s.Topology):
+			out = &s
+		}
+	}
+	require.NotNil(t, in, "the docker backend runs no scheme's topology")
+	return in, out
+}
+
+func TestApplicableOnDocker(t *testing.T) {
+	in, out := dockerSchemes(t)
+	env := campaigns.Environment{Cluster: campaigns.ClusterDocker,
+		// The host's binaries and clock shim do not matter to containers.
+		Missing:  func(string) []clusters.Requirement { return []clusters.Requirement{{Binary: "x", Package: "x"}} },
+		ClockErr: errors.New("no libfaketime on the host")}
+	st, why := campaigns.Applicable(*in, "", "none", env)
+	require.Equal(t, "", st, why)
+	st, why = campaigns.Applicable(*in, "", "pause", env)
+	require.Equal(t, "", st, why)
+	if out != nil {
+		st, why = campaigns.Applicable(*out, "", "none", env)
+		require.Equal(t, reports.CellNA, st)
+		require.Contains(t, why, "--cluster docker runs the topologies "+strings.Join(docker.Names(), ", "))
+		require.Contains(t, why, out.Topology+" runs only on --cluster local")
+	}
+	// No engine or no image: every cell it could run is skipped, saying why.
+	env.DockerErr = func(topology string) error {
+		require.Equal(t, in.Topology, topology)
+		return errors.New("image redis:7 is not here")
+	}
+	st, why = campaigns.Applicable(*in, "", "none", env)
+	require.Equal(t, reports.CellSkipped, st)
+	require.Equal(t, "image redis:7 is not here", why)
+
+	var e campaigns.Environment
+	require.Error(t, e.ForCluster(context.Background(), "compose"))
+	require.NoError(t, e.ForCluster(context.Background(), ""))
+	require.Equal(t, campaigns.ClusterLocal, e.Cluster)
+}
+
+func TestPlanRecordsCluster(t *testing.T) {
+	in, out := dockerSchemes(t)
+	l := in.Name
+	if out != nil {
+		l += "," + out.Name
+	}
+	c, err := campaigns.PlanLists(campaigns.Lists{Locks: l, Nemeses: "none"}, campaigns.Environment{Cluster: campaigns.ClusterDocker})
+	require.NoError(t, err)
+	require.Equal(t, campaigns.ClusterDocker, c.Cluster)
+	require.Equal(t, reports.CellPending, c.Cell(in.Name+"/none").Status)
+	if out != nil {
+		require.Equal(t, reports.CellNA, c.Cell(out.Name+"/none").Status)
+	}
+	c, err = campaigns.PlanLists(campaigns.Lists{Locks: in.Name, Nemeses: "none"}, campaigns.Environment{})
+	require.NoError(t, err)
+	require.Equal(t, campaigns.ClusterLocal, c.Cluster)
 }

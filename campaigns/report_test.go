@@ -2,7 +2,9 @@ package campaigns_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,7 +54,7 @@ func renderStore(t *testing.T) (string, *reports.Campaign) {
 }
 
 type td struct {
-	class, text, href string
+	class, text, href, title string
 }
 
 // matrix reads the matrix of index.html: row name -> column -> cell.
@@ -84,7 +86,7 @@ func matrix(t *testing.T, page []byte) ([]string, map[string]map[string]td) {
 			}
 			row := map[string]td{}
 			for i, c := range cells[1:] {
-				cell := td{class: attr(c, "class"), text: strings.Join(strings.Fields(text(c)), " ")}
+				cell := td{class: attr(c, "class"), text: strings.Join(strings.Fields(text(c)), " "), title: attr(c, "title")}
 				for a := c.FirstChild; a != nil; a = a.NextSibling {
 					if a.Type == html.ElementNode && a.Data == "a" {
 						cell.href = attr(a, "href")
@@ -148,6 +150,12 @@ func TestCampaignFromStoredRuns(t *testing.T) {
 	require.Contains(t, cell.text, "unsafe")
 	require.Contains(t, cell.text, "double-holder")
 	require.Contains(t, cell.text, "first after")
+	// The checker's cause of the double holders, counted, with a tooltip.
+	require.Equal(t, luaPause.Anomalies[checker.KindDoubleHolder], luaPause.Causes[checker.CauseLeaseExpired])
+	require.Contains(t, cell.text, fmt.Sprintf("cause: %d lease expired (by design)", luaPause.Causes[checker.CauseLeaseExpired]))
+	require.Contains(t, cell.title, "double holders by cause")
+	require.Contains(t, cell.title, "lease-expired: the earlier holder's lease could have run out")
+	require.NotContains(t, rows["redis-lua"]["none"].text, "cause")
 	require.Contains(t, rows["redis-lua"]["none"].class, "safe")
 	require.Contains(t, rows["redis-lua"]["none"].text, "held")
 	require.Equal(t, "safe", rows["redis-setnx"]["pause"].class)
@@ -163,6 +171,11 @@ func TestCampaignFromStoredRuns(t *testing.T) {
 			require.True(t, strings.HasSuffix(cell.href, "/report.html"), cell.href)
 			require.FileExists(t, filepath.Join(dir, filepath.FromSlash(cell.href)))
 			require.True(t, strings.HasPrefix(cell.href, row+"/"+col+"/"), cell.href)
+			// ... and that page links its linearization view, which exists.
+			run, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(cell.href)))
+			require.NoError(t, err)
+			require.Contains(t, string(run), `href="`+reports.LinearizationFile+`"`)
+			require.FileExists(t, filepath.Join(dir, filepath.FromSlash(path.Dir(cell.href)), reports.LinearizationFile))
 		}
 	}
 	// Seeds and server versions are shown.
@@ -178,7 +191,8 @@ func TestCampaignFromStoredRuns(t *testing.T) {
 	require.Equal(t, 3, strings.Count(string(junit), "<testcase "))
 	md, err := os.ReadFile(filepath.Join(dir, campaigns.SummaryFile))
 	require.NoError(t, err)
-	require.Contains(t, string(md), "| `redis-lua` | 🟢 safe | 🔴 unsafe |")
+	require.Contains(t, string(md), fmt.Sprintf("| `redis-lua` | 🟢 safe | 🔴 unsafe (%d lease-expired) |", luaPause.Causes[checker.CauseLeaseExpired]))
+	require.Contains(t, string(md), "Double holders by cause: *lease-expired*")
 }
 
 // TestRefreshKeepsExpectations: regenerating a campaign from its runs

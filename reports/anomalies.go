@@ -21,6 +21,9 @@ type anomalyView struct {
 	Duration    string
 	Faults      []string
 	Explanation string
+	Cause       string // checker's cause of a lease double holder, e.g. "lease-expired"
+	CauseShort  string // "lease expired (by design)"
+	CauseWords  string // what the cause means, in plain words
 	Ops         []opRow
 	OpsOmitted  int
 	MissingOps  []int64 // named by the anomaly but absent from the history
@@ -96,6 +99,7 @@ func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops m
 			N: i + 1, Anchor: anchor(i), Kind: a.Kind, Severity: a.Severity,
 			Clients: intList(a.Clients), Start: secs(a.Start, 2), End: secs(a.End, 2),
 			Duration: dur(a.End - a.Start), Faults: a.Faults, Explanation: a.Explanation,
+			Cause: a.Cause, CauseShort: causeShort(a.Cause), CauseWords: causeWords(a.Cause),
 		}
 		av.Instant = av.Start == av.End
 		av.ClientsWord = "clients"

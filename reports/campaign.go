@@ -51,7 +51,10 @@ type Campaign struct {
 	Started  string `json:"started"`            // wall clock, RFC 3339
 	Finished string `json:"finished,omitempty"` // empty while running or when interrupted
 	Seed     int64  `json:"seed"`               // seed of every cell's first run
-	Runs     int    `json:"runs"`               // runs per cell (seeds Seed, Seed+1, ...)
+	// Cluster is the backend every run started its servers on: "local" or
+	// "docker" ("" in campaigns from before it was recorded: local).
+	Cluster string `json:"cluster,omitempty"`
+	Runs    int    `json:"runs"` // runs per cell (seeds Seed, Seed+1, ...)
 	// Rows and Columns order the matrix: lock variants and nemeses.
 	Rows    []string `json:"rows"`
 	Columns []string `json:"columns"`
@@ -61,6 +64,12 @@ type Campaign struct {
 	WallNs      int64 `json:"wall_ns"`
 	StartupNs   int64 `json:"startup_ns"`
 	Interrupted bool  `json:"interrupted,omitempty"`
+	// WorkloadNs is the time the runs' workloads ran (summed over runs);
+	// ClusterStarts counts the clusters the runs started, ClusterReuses the
+	// runs that ran on a cluster an earlier run had started (starts saved).
+	WorkloadNs    int64 `json:"workload_ns"`
+	ClusterStarts int   `json:"cluster_starts"`
+	ClusterReuses int   `json:"cluster_reuses"`
 }
 
 // Cell is one scheme (with its variant: fencing, blocking acquire,
@@ -93,6 +102,10 @@ type Cell struct {
 	// violations fencing tokens stopped.
 	Anomalies map[string]int `json:"anomalies,omitempty"`
 	Contained map[string]int `json:"contained,omitempty"`
+	// Causes counts the violations and contained anomalies of every run
+	// that carry a cause (checker.Anomaly.Cause: the double holders of
+	// lease runs), by cause: "lease-expired", "lease-broken", "unknown".
+	Causes map[string]int `json:"causes,omitempty"`
 	// FirstViolationNs is the earliest violation of any run, since its
 	// run's start; -1 when none.
 	FirstViolationNs int64 `json:"first_violation_ns"`
@@ -111,16 +124,26 @@ type CellRun struct {
 	Error            string         `json:"error,omitempty"`
 	Anomalies        map[string]int `json:"anomalies,omitempty"`
 	Contained        map[string]int `json:"contained,omitempty"`
+	Causes           map[string]int `json:"causes,omitempty"` // as Cell.Causes
 	FirstViolationNs int64          `json:"first_violation_ns"`
 	Held             float64        `json:"held"`
 	AcquiresOK       int            `json:"acquires_ok"`
 	Acquires         int            `json:"acquires"`
 	Faults           int            `json:"faults"`
 	DurationNs       int64          `json:"duration_ns"`
-	StartupNs        int64          `json:"startup_ns"` // cluster start-up
+	StartupNs        int64          `json:"startup_ns"` // cluster start-up, 0 on a reused cluster
 	WallNs           int64          `json:"wall_ns"`    // the whole run, start-up and check included
-	Servers          []string       `json:"servers,omitempty"`
-	Version          string         `json:"version,omitempty"`
+	// DetectedNs is when the online checker was certain of the first
+	// violation (run time), -1 or absent when it saw none; StoppedEarly:
+	// the run ended there.
+	DetectedNs   int64    `json:"detected_ns,omitempty"`
+	StoppedEarly bool     `json:"stopped_early,omitempty"`
+	Servers      []string `json:"servers,omitempty"`
+	Version      string   `json:"version,omitempty"`
+	// Cluster is the pooled cluster the run used (relative to the campaign
+	// directory), Reused whether an earlier run had started it.
+	Cluster string `json:"cluster,omitempty"`
+	Reused  bool   `json:"reused,omitempty"`
 }
 
 // Differs counts the cells whose outcome differs from their expectation.
@@ -165,7 +188,7 @@ func (c *Campaign) Servers() []string {
 // Summarize recomputes a cell's verdict, anomaly counts, first violation,
 // availability and outcome from its runs and its status.
 func (cell *Cell) Summarize() {
-	cell.Anomalies, cell.Contained = nil, nil
+	cell.Anomalies, cell.Contained, cell.Causes = nil, nil, nil
 	cell.FirstViolationNs, cell.Held, cell.Verdict = -1, 0, ""
 	if cell.Status == CellDone || cell.Status == CellError {
 		safe, unsafe, errs, n := 0, 0, 0, 0
@@ -180,6 +203,7 @@ func (cell *Cell) Summarize() {
 			}
 			cell.Anomalies = addCounts(cell.Anomalies, r.Anomalies)
 			cell.Contained = addCounts(cell.Contained, r.Contained)
+			cell.Causes = addCounts(cell.Causes, r.Causes)
 			if r.FirstViolationNs >= 0 && r.Verdict == "unsafe" && (cell.FirstViolationNs < 0 || r.FirstViolationNs < cell.FirstViolationNs) {
 				cell.FirstViolationNs = r.FirstViolationNs
 			}

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"path"
+	"sort"
 	"strings"
 	"time"
 )
@@ -39,6 +40,8 @@ type cellView struct {
 	Label     string // big text in the matrix
 	Kinds     string // "3 double-holder, 1 lost-update"
 	Contained string
+	Causes    string // "9 lease expired (by design)"
+	CauseTip  string // what those causes mean, for the tooltip
 	First     string // time to first violation
 	Held      string
 	Link      string // the first run's page (the one that proves the verdict)
@@ -80,6 +83,7 @@ func cellAnchor(id string) string {
 
 func buildCell(c *Cell) cellView {
 	v := cellView{Cell: c, Class: CellClass(c), Kinds: kinds(c.Anomalies), Contained: kinds(c.Contained), Anchor: cellAnchor(c.ID)}
+	v.Causes, v.CauseTip = causeCounts(c.Causes)
 	switch v.Class {
 	case "na":
 		v.Label = "n/a"
@@ -320,8 +324,12 @@ func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 		status += " (interrupted: not every cell ran)"
 	}
 	fmt.Fprintf(b, "## locktest campaign %s: %s\n\n", c.Name, status)
-	fmt.Fprintf(b, "locktest %s, seed %d, %d run(s) per cell, wall time %s (cluster start-up %s).\n\n",
-		c.Version, c.Seed, c.Runs, time.Duration(c.WallNs).Round(time.Second), time.Duration(c.StartupNs).Round(100*time.Millisecond))
+	on := ""
+	if c.Cluster != "" {
+		on = ", on --cluster " + c.Cluster
+	}
+	fmt.Fprintf(b, "locktest %s, seed %d, %d run(s) per cell%s, wall time %s (cluster start-up %s).\n\n",
+		c.Version, c.Seed, c.Runs, on, time.Duration(c.WallNs).Round(time.Second), time.Duration(c.StartupNs).Round(100*time.Millisecond))
 	fmt.Fprintf(b, "| lock |")
 	for _, col := range v.Columns {
 		fmt.Fprintf(b, " %s |", col)
@@ -335,6 +343,9 @@ func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 		fmt.Fprintf(b, "| `%s` |", r.Name)
 		for _, cell := range r.Cells {
 			m := mdMark[cell.Class]
+			if !cell.Empty && cell.Class == "unsafe" && len(cell.Cell.Causes) > 0 {
+				m += " (" + kinds(cell.Cell.Causes) + ")" // e.g. "8 lease-expired": by design, or the service at fault
+			}
 			if !cell.Empty && cell.Outcome == Differs {
 				m += " ❗"
 			}
@@ -352,8 +363,15 @@ func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 			if cell.Reason != "" {
 				got += " (" + cell.Status + ": " + strings.ReplaceAll(cell.Reason, "|", "/") + ")"
 			}
-			fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s |\n", cell.ID, cell.Expect, got, orDash(cell.Kinds), orDash(cell.Link))
+			an := orDash(cell.Kinds)
+			if cell.Causes != "" {
+				an += " (double holders: " + cell.Causes + ")"
+			}
+			fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s |\n", cell.ID, cell.Expect, got, an, orDash(cell.Link))
 		}
+	}
+	if hasCauses(v.Cells) {
+		fmt.Fprintf(b, "\nDouble holders by cause: *lease-expired* and *session-expired* are lost by design (the holder outlived its lease or session; only fencing protects), *lease-broken* and *session-alive* are the lock service's fault, *unknown* cannot be told (renewals are not recorded).\n")
 	}
 	if s := c.Servers(); len(s) > 0 {
 		fmt.Fprintf(b, "\nServers: %s.\n", strings.Join(s, "; "))
@@ -363,4 +381,39 @@ func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// causeCounts lists cause counts as "9 lease expired (by design), 1 lease
+// broken (service at fault)", most first, and what each cause means.
+func causeCounts(m map[string]int) (string, string) {
+	if len(m) == 0 {
+		return "", ""
+	}
+	short := map[string]int{}
+	for k, v := range m {
+		short[causeShort(k)] += v
+	}
+	var tips []string
+	for _, k := range sortedKeys(m) {
+		tips = append(tips, k+": "+causeWords(k))
+	}
+	return kinds(short), strings.Join(tips, " ")
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func hasCauses(cells []cellView) bool {
+	for _, c := range cells {
+		if c.Class == "unsafe" && len(c.Cell.Causes) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -37,6 +37,7 @@ type runView struct {
 	FaultsOmitted  int
 	Plots          plotsView
 	Files          []fileLink // server logs and client stderr, relative to the page
+	Lin            *linView   // the porcupine view; nil when none was attempted
 }
 
 // fileLink links a file of the run directory.
@@ -66,6 +67,16 @@ type propertyView struct {
 	Count                             int
 	Time                              string
 	Detail                            string
+	Search                            *searchView // how the lock sweep decided it; nil for the other properties
+}
+
+// searchView is checker.SearchStats for people.
+type searchView struct {
+	ForcedPct string // share of returns decided with one configuration open
+	ForcedW   float64
+	Facts     []string // plain sentences
+	BoundHit  bool
+	Exact     bool
 }
 
 type countView struct {
@@ -179,6 +190,7 @@ func buildProperties(ps []checker.Property) []propertyView {
 		out = append(out, propertyView{
 			Name: p.Name, Status: string(p.Status), StatusClass: statusClass(p.Status),
 			Engine: p.Engine, Count: p.Count, Time: millis(p.Millis), Detail: p.Detail,
+			Search: buildSearch(p.Search),
 		})
 	}
 	return out
@@ -207,4 +219,50 @@ func buildCounts(h *history.History, r *checker.Result, holds []checker.Hold) []
 		{"faults", strconv.Itoa(c.Faults), fmt.Sprintf("%d hit a client while it held the lock", c.FaultsOnHolder)},
 		{"clients that acquired", cl, ""},
 	}
+}
+
+// buildSearch says how much of the history the lock sweep decided with one
+// configuration open, how much it searched, and whether it hit its bound.
+func buildSearch(st *checker.SearchStats) *searchView {
+	if st == nil {
+		return nil
+	}
+	v := &searchView{BoundHit: st.Exceeded, Exact: st.Exact}
+	read := st.Forced + st.Searched
+	if read > 0 {
+		f := float64(st.Forced) / float64(read)
+		v.ForcedPct = strconv.FormatFloat(100*f, 'f', 1, 64) + "%"
+		v.ForcedW = 100 * f
+	}
+	v.Facts = append(v.Facts, fmt.Sprintf("%s read%s.", plural(st.Ops, "lock operation", "lock operations"),
+		map[bool]string{true: fmt.Sprintf(", and %s made while the lock was surely held left out (they fit anywhere)", plural(st.Dropped, "failed acquire", "failed acquires")), false: ""}[st.Dropped > 0]))
+	if read > 0 {
+		searched := fmt.Sprintf("searched among several configurations: %d", st.Searched)
+		if st.Searched == 0 {
+			searched = "none needed a search"
+		}
+		v.Facts = append(v.Facts, fmt.Sprintf("Decided exactly, with one way to place the operation: %d of %d returns (%s); %s.",
+			st.Forced, read, v.ForcedPct, searched))
+	}
+	if st.Searched > 0 {
+		v.Facts = append(v.Facts, fmt.Sprintf("The search kept at most %s open at once, in %s, and built %d in all.",
+			plural(st.MaxFrontier, "configuration", "configurations"), plural(st.Windows, "stretch", "stretches"), st.Explored))
+	}
+	if st.Indeterminate > 0 {
+		v.Facts = append(v.Facts, fmt.Sprintf("%s never answered: each may have taken effect at any later time, or never.", plural(st.Indeterminate, "operation", "operations")))
+	}
+	switch {
+	case st.Exceeded:
+		v.Facts = append(v.Facts, fmt.Sprintf("The search bound (%s) was hit at %s: the lock sweep gave up there and porcupine decided the property.",
+			plural(st.Bound, "configuration", "configurations"), secs(st.ExceededAt, 2)))
+	case st.Bound > 0:
+		v.Facts = append(v.Facts, fmt.Sprintf("The search bound (%s) was not hit.", plural(st.Bound, "configuration", "configurations")))
+	}
+	switch {
+	case st.Exact:
+		v.Facts = append(v.Facts, "A first pass, which limits how late a lost operation may take effect, could not decide; the exact pass did.")
+	case !st.Exceeded && (st.Approx > 0 || st.Restricted > 0):
+		v.Facts = append(v.Facts, "A first pass, which limits how late a lost operation may take effect, placed every operation: that proves the history linearizable.")
+	}
+	return v
 }

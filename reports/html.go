@@ -82,6 +82,12 @@ func RunFiles(dir string) []string {
 // WriteRunPage is WriteRunHTML with links to files of the run directory
 // (RunFiles), shown under "Server logs".
 func WriteRunPage(w io.Writer, h *history.History, r *checker.Result, files []string) error {
+	return writeRunPage(w, h, r, files, nil)
+}
+
+// writeRunPage is WriteRunPage with what the page says about the porcupine
+// view (nil: nothing, the page was written alone).
+func writeRunPage(w io.Writer, h *history.History, r *checker.Result, files []string, lin *linView) error {
 	if h == nil {
 		return errors.New("write report: no history")
 	}
@@ -93,6 +99,7 @@ func WriteRunPage(w io.Writer, h *history.History, r *checker.Result, files []st
 		CSS template.CSS
 	}{buildRun(h, r), css}
 	data.Plots = buildPlots(h)
+	data.Lin = lin
 	for _, f := range files {
 		data.Files = append(data.Files, fileLink{Path: f})
 	}

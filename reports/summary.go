@@ -151,8 +151,12 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 			if len(a.Clients) == 1 {
 				who = "client"
 			}
+			label := a.Severity
+			if a.Cause != "" {
+				label += ", " + causeShort(a.Cause)
+			}
 			p.printf("  %s: %s %s, %s\n",
-				p.paint(col+ansiBold, fmt.Sprintf("#%d %s (%s)", i+1, a.Kind, a.Severity)),
+				p.paint(col+ansiBold, fmt.Sprintf("#%d %s (%s)", i+1, a.Kind, label)),
 				who, intList(a.Clients), when(a.Start, a.End))
 			if len(a.Faults) > 0 {
 				p.printf("     during: %s\n", strings.Join(a.Faults, "; "))

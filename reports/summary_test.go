@@ -170,3 +170,13 @@ func TestWrap(t *testing.T) {
 		})
 	}
 }
+
+func TestSummaryNamesCause(t *testing.T) {
+	h := sampleHistory(t)
+	r := sampleResult(t, h)
+	r.Anomalies[0].Cause = checker.CauseLeaseBroken
+	var b strings.Builder
+	WriteSummary(&b, h, r, false)
+	require.Contains(t, b.String(), "#1 double-holder (violation, lease broken (service at fault)): clients 2, 1, 2.60s-3.50s")
+	require.Contains(t, b.String(), "#2 lost-update (violation): ")
+}

@@ -344,6 +344,9 @@ func buildTimeline(h *history.History, as []checker.Anomaly, shown []int, holds 
 			N: i + 1, X: x, W: w, Class: sevClass(a.Severity), Anchor: anchor(i),
 			Title: fmt.Sprintf("#%d %s (%s), clients %s, %s", i+1, a.Kind, a.Severity, intList(a.Clients), span(a.Start, a.End, 3)),
 		}
+		if a.Cause != "" {
+			m.Title += "; cause: " + causeShort(a.Cause)
+		}
 		m.NumX = x + w/2
 		tl.Marks = append(tl.Marks, m)
 		aspans = append(aspans, [2]float64{m.NumX - 9, m.NumX + 9})

@@ -27,7 +27,7 @@ func newBenchCmd() *cobra.Command {
 time, successful acquires per second, and for unsafe runs the time from the
 start of the fault that preceded the first violation to that violation. The machine may be
 shared and noisy: read medians and ratios, not single figures.`,
-		Example: "  locktest bench --lock redis-lua,redlock --nemesis pause,clock --runs 3 --time-limit 10s",
+		Example: "  locktest bench --lock redis-lua,redlock --nemesis pause,clock --runs 3 --time-limit 10s\n  locktest bench --cluster docker --lock zk,etcd --runs 5 --time-limit 1s   # start-up on containers",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBench(cmd, f, runs)
@@ -47,6 +47,9 @@ shared and noisy: read medians and ratios, not single figures.`,
 	fl.DurationVar(&f.o.WaitTimeout, "wait-timeout", 5*time.Second, "how long a blocking acquire waits")
 	fl.StringVar(&f.o.Store, "store", "store", "directory that keeps every run")
 	fl.StringToStringVar(&f.o.Params, "param", nil, "scheme or server setting KEY=VALUE")
+	fl.StringVar(&f.o.Cluster, "cluster", "local", "where the servers run: local, docker or compose (see `locktest run --help`)")
+	fl.StringToStringVar(&f.o.Images, "image", nil, "with --cluster docker: image per server kind, KIND=IMAGE")
+	fl.StringVar(&f.o.Topology, "topology", "", "servers to run the schemes on, when they run on more than their own (e.g. mysql-replicated)")
 	return c
 }
 
@@ -78,7 +81,7 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 				o := f.o
 				o.Lock, o.Nemesis = lock, strings.ReplaceAll(nem, "+", ",")
 				o.Seed = f.o.Seed + int64(i)
-				o.Quiet, o.Out, o.Cluster = true, io.Discard, "local"
+				o.Quiet, o.Out = true, io.Discard
 				res, err := harness.Run(cmd.Context(), o)
 				if cmd.Context().Err() != nil {
 					return exitCode{code: exitInterrupted}

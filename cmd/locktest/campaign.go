@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,6 +27,14 @@ const campaignExitHelp = `Exit codes:
 // campaignRunner runs the cells; tests put a fake here.
 var campaignRunner campaigns.Runner = campaigns.HarnessRunner{}
 
+// probeCampaign looks at what this machine can run on the cluster
+// backend; tests put a fake here.
+var probeCampaign = func(ctx context.Context, cluster string) (campaigns.Environment, error) {
+	env := campaigns.Probe()
+	err := env.ForCluster(ctx, cluster)
+	return env, err
+}
+
 // CampaignOptions are the flags of `locktest campaign`.
 type CampaignOptions struct {
 	Locks, Nemeses string
@@ -37,6 +46,8 @@ type CampaignOptions struct {
 	Seed           int64
 	Parallel       int
 	Quiet          bool
+	Cluster        string
+	NoReuse        bool
 	Fence, Wait    bool
 	Settings       campaigns.Settings
 	timeLimit, ttl time.Duration
@@ -67,12 +78,28 @@ A --config file (YAML) gives every cell its expected verdict (safe, unsafe or
 either); the exit code then tells whether any cell differed, so a nightly job
 catches a change in either direction. See campaigns/nightly.yaml.
 
-Every run starts its own cluster (no reuse across cells): the figures of
-start-up time are in index.html and results.json.
+Runs whose servers are started alike (same topology, clock shim, network
+namespaces and server --param settings) share one cluster of the local
+backend, one run after the other: the campaign runs them back to back (the
+matrix keeps its order), gives each run a lock key of its own, and keeps a
+cluster only after a run that ended normally, with faults that cannot have
+changed its shape (never after a failover, nor after a server fault on a
+replicated topology), and once every server passes a health check. Pooled
+clusters live in clusters/ of the campaign directory (each run's servers/
+links there); with --parallel each concurrent run has its own. --no-reuse
+starts a cluster for every run. The time spent starting clusters, the starts
+saved and the time the workloads ran are in the final summary and
+results.json.
+
+--cluster docker starts the
+servers in containers instead of host processes (the images of
+scripts/build-images.sh); a cell whose topology the docker backend does not
+run is n/a, and every cell is skipped when docker or its image is not here.
 
 ` + campaignExitHelp,
 		Example: `  locktest campaign --locks all --nemeses all --time-limit 10s
   locktest campaign --config campaigns/nightly.yaml
+  locktest campaign --locks all --nemeses none,pause --cluster docker
   locktest campaign --resume store/campaigns/20261122T020000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -91,6 +118,8 @@ start-up time are in index.html and results.json.
 	fl.Int64Var(&o.Seed, "seed", 1, "seed of every cell's first run")
 	fl.IntVar(&o.Parallel, "parallel", 1, "cells run at once (each has its own servers, ports and namespaces)")
 	fl.BoolVar(&o.Quiet, "quiet", false, "plain progress lines instead of a live status line")
+	fl.StringVar(&o.Cluster, "cluster", "local", "where every run starts its servers: local (processes on this host) or docker (containers; cells whose topology it does not run are n/a)")
+	fl.BoolVar(&o.NoReuse, "no-reuse", false, "start a cluster for every run instead of sharing started ones across cells")
 	fl.BoolVar(&o.Fence, "fence", false, "with --locks: run every scheme with fencing tokens (schemes without them are refused)")
 	fl.BoolVar(&o.Wait, "wait", false, "with --locks: blocking acquires")
 	fl.DurationVar(&o.timeLimit, "time-limit", 30*time.Second, "how long each run's workload lasts")
@@ -134,15 +163,24 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 	if o.set("think") {
 		flags.Think = o.think
 	}
-	env := campaigns.Probe()
+	env, err := probeCampaign(cmd.Context(), o.Cluster)
+	if err != nil {
+		return usageErr("--cluster: %v", err)
+	}
 	var camp *reports.Campaign
-	var err error
 	dir := o.Dir
 	switch {
 	case o.Resume != "":
 		dir = o.Resume
 		if camp, err = campaigns.Load(dir); err != nil {
 			return usageErr("resume: %v", err)
+		}
+		was := camp.Cluster
+		if was == "" {
+			was = campaigns.ClusterLocal
+		}
+		if o.set("cluster") && o.Cluster != was {
+			return usageErr("resume: the campaign runs on --cluster %s, not %s", was, o.Cluster)
 		}
 	case o.Config != "":
 		cfg, err := campaigns.LoadConfig(o.Config)
@@ -182,7 +220,7 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 	fmt.Fprintf(out, "campaign directory: %s\n", dir)
 	err = campaigns.Run(cmd.Context(), camp, campaigns.Options{
 		Dir: dir, Runner: campaignRunner, Parallel: o.Parallel, Out: out,
-		Live: !o.Quiet && isTerminal(out), Command: strings.Join(os.Args, " "),
+		Live: !o.Quiet && isTerminal(out), Command: strings.Join(os.Args, " "), NoReuse: o.NoReuse,
 	})
 	if err != nil {
 		return exitCode{exitError, err}
@@ -216,8 +254,15 @@ func printCampaignTotals(cmd *cobra.Command, c *reports.Campaign) {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "cells: %d safe, %d unsafe, %d inconclusive, %d error, %d n/a, %d skipped, %d not run; %d differ from expectation\n",
 		n["safe"], n["unsafe"], n["inconclusive"], n["error"], n["na"], n["skipped"], n["pending"], c.Differs())
-	fmt.Fprintf(cmd.OutOrStdout(), "wall time %s, of which cluster start-up %s\n",
-		time.Duration(c.WallNs).Round(100*time.Millisecond), time.Duration(c.StartupNs).Round(time.Millisecond))
+	pct := func(ns int64) string {
+		if c.WallNs <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f%%", 100*float64(ns)/float64(c.WallNs))
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wall time %s: cluster start-up %s (%s; %d clusters started, %d runs on a reused cluster: %d starts saved), workloads %s (%s)\n",
+		time.Duration(c.WallNs).Round(100*time.Millisecond), time.Duration(c.StartupNs).Round(time.Millisecond), pct(c.StartupNs),
+		c.ClusterStarts, c.ClusterReuses, c.ClusterReuses, time.Duration(c.WorkloadNs).Round(100*time.Millisecond), pct(c.WorkloadNs))
 }
 
 func isTerminal(w any) bool {

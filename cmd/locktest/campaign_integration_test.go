@@ -44,8 +44,11 @@ cells:
 		require.Equal(t, reports.AsExpected, cell.Outcome, id)
 		require.Len(t, cell.Runs, 1)
 		require.FileExists(t, filepath.Join(dir, cell.Runs[0].Dir, "report.html"))
-		require.Positive(t, cell.Runs[0].StartupNs)
 	}
+	// One redis-server for both: started for the first, reused by the second.
+	require.Positive(t, c.Cell("redis-lua/none").Runs[0].StartupNs)
+	require.True(t, c.Cell("redis-lua/pause").Runs[0].Reused)
+	require.Zero(t, c.Cell("redis-lua/pause").Runs[0].StartupNs)
 	require.Positive(t, c.StartupNs)
 	require.Greater(t, c.WallNs, c.StartupNs)
 

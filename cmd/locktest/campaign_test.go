@@ -15,7 +15,9 @@ import (
 
 	"github.com/locktest/locktest/campaigns"
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
 )
 
@@ -215,4 +217,69 @@ func TestCampaignParallel(t *testing.T) {
 	for sec, n := range starts {
 		require.Equal(t, 1, n, "runs started in second %d", sec)
 	}
+}
+
+// TestCampaignCluster: --cluster docker reaches every run, the cells
+// whose topology the docker backend does not run are n/a (not failed), the
+// reports say where the servers ran, and a resume keeps the backend.
+func TestCampaignCluster(t *testing.T) {
+	var in, out string // schemes on a topology docker runs, and on one it does not
+	for _, name := range locks.Names() {
+		s, _ := locks.Lookup(name)
+		if in == "" && docker.Supports(s.Topology) {
+			in = name
+		}
+		if out == "" && !docker.Supports(s.Topology) {
+			out = name
+		}
+	}
+	require.NotEmpty(t, in)
+	lockList := in
+	if out != "" {
+		lockList += "," + out
+	}
+	origRunner, origProbe := campaignRunner, probeCampaign
+	t.Cleanup(func() { campaignRunner, probeCampaign = origRunner, origProbe })
+	probeCampaign = func(_ context.Context, cluster string) (campaigns.Environment, error) {
+		return campaigns.Environment{Cluster: cluster}, nil // docker is here, with its image
+	}
+	var mu sync.Mutex
+	backends := map[string]int{}
+	campaignRunner = runnerFunc(func(c context.Context, o harness.Options) (*harness.Outcome, error) {
+		mu.Lock()
+		backends[o.Cluster]++
+		mu.Unlock()
+		return fakeRunner{map[string]checker.Verdict{o.Lock + "/" + o.Nemesis: checker.Safe}}.Run(c, o)
+	})
+	dir := filepath.Join(t.TempDir(), "camp")
+	code, outText := runCampaignCmd(t, "--locks", lockList, "--nemeses", "none,pause", "--cluster", "docker", "--dir", dir, "--quiet")
+	require.Equal(t, exitSafe, code, outText)
+	require.Equal(t, map[string]int{"docker": 2}, backends)
+
+	c, err := reports.ReadCampaign(filepath.Join(dir, campaigns.ResultsFile))
+	require.NoError(t, err)
+	require.Equal(t, "docker", c.Cluster)
+	require.Equal(t, reports.CellDone, c.Cell(in+"/none").Status)
+	if out != "" {
+		cell := c.Cell(out + "/none")
+		require.Equal(t, reports.CellNA, cell.Status)
+		require.Contains(t, cell.Reason, "runs only on --cluster local")
+		require.Equal(t, reports.NotRun, cell.Outcome)
+	}
+	index, err := os.ReadFile(filepath.Join(dir, campaigns.IndexFile))
+	require.NoError(t, err)
+	require.Contains(t, string(index), `<span class="k">cluster</span>docker`)
+	md, err := os.ReadFile(filepath.Join(dir, campaigns.SummaryFile))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "on --cluster docker")
+
+	// A resume goes on with docker, and refuses another backend.
+	code, outText = runCampaignCmd(t, "--resume", dir, "--cluster", "local", "--quiet")
+	require.Equal(t, exitError, code, outText)
+	require.Contains(t, outText, "the campaign runs on --cluster docker, not local")
+
+	probeCampaign = origProbe
+	code, outText = runCampaignCmd(t, "--locks", in, "--nemeses", "none", "--cluster", "compose", "--dir", t.TempDir(), "--quiet")
+	require.Equal(t, exitError, code, outText)
+	require.Contains(t, outText, "unknown cluster backend")
 }

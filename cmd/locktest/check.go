@@ -16,7 +16,7 @@ func newCheckCmd() *cobra.Command {
 		Use:   "check RUN_DIR",
 		Short: "Check a stored run again from its history.jsonl",
 		Long: `Check a stored run again from its history.jsonl alone, rewriting its
-results.json and report.html.
+results.json, report.html and linearization.html (porcupine's view).
 
 ` + exitCodesHelp,
 		Example: "  locktest check store/latest",

@@ -17,7 +17,9 @@ func newCleanupCmd() *cobra.Command {
 		Short: "Remove what crashed runs left behind (their servers and client processes)",
 		Long: `Remove what crashed runs left behind. Every run records the processes it
 starts (pid and start time), the prefix of its network namespaces and, with
---cluster docker, that it labelled containers and networks with its run id, in ` + runstate.Dir() + `; cleanup kills those
+--cluster docker, that it labelled containers and networks with its run id, in ` + runstate.Dir() + ` (so does
+every cluster a campaign keeps for several runs: its servers and its namespaces, which hold the
+clients' of the runs on it); cleanup kills those
 that are still the same processes, only for runs whose harness is gone, and
 never touches anything else. Run directories in the store are kept.`,
 		Args: cobra.NoArgs,

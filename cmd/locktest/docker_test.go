@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,21 +19,37 @@ import (
 
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
 )
 
 // needDocker skips outside CI, and fails under CI, without a Docker engine
 // and the local redis image; it returns the environment that makes runs use
-// that image (never a pull).
-func needDocker(t *testing.T) []string {
+// the local images (never a pull).
+func needDocker(t *testing.T) []string { return needImages(t, docker.KindRedis) }
+
+// needImages is needDocker for the images of kinds; the environment it
+// returns names the local image of every kind, unless $LOCKTEST_IMAGE_<KIND>
+// names another.
+func needImages(t *testing.T, kinds ...string) []string {
 	t.Helper()
-	img := os.Getenv(docker.ImageEnv(docker.KindRedis))
-	if img == "" {
-		img = docker.LocalRedisImage
+	images := map[string]string{}
+	var env []string
+	for _, k := range docker.Kinds {
+		images[k] = os.Getenv(docker.ImageEnv(k))
+		if images[k] == "" {
+			images[k] = docker.LocalImage(k)
+		}
+		env = append(env, docker.ImageEnv(k)+"="+images[k])
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := docker.Available(ctx, docker.KindRedis, map[string]string{docker.KindRedis: img})
+	var err error
+	for _, k := range kinds {
+		if err = docker.Available(ctx, k, images); err != nil {
+			break
+		}
+	}
 	if err == nil && os.Geteuid() != 0 {
 		err = errors.New("the docker backend tests need root")
 	}
@@ -41,7 +59,7 @@ func needDocker(t *testing.T) []string {
 		}
 		t.Skip(err.Error())
 	}
-	return []string{docker.ImageEnv(docker.KindRedis) + "=" + img}
+	return env
 }
 
 // kill -9 of the harness during a partition on the docker backend:
@@ -177,4 +195,60 @@ func TestComposeProfile(t *testing.T) {
 	out, err := exec.Command("nsenter", "--net=/proc/"+strconv.Itoa(info.State.Pid)+"/ns/net", "iptables-save").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.NotContains(t, string(out), "DROP")
+}
+
+// The profiles of the other topologies, brought up with the local images:
+// --cluster compose attaches to them and runs their faults (failover on the
+// replicated ones: the harness sets up the replication of mysql-replicated
+// itself, and a second run attaches to a stack the first failed over).
+func TestComposeTopologies(t *testing.T) {
+	compose := composeCmd(t)
+	file, err := filepath.Abs("../../docker-compose.yml")
+	require.NoError(t, err)
+	cases := []struct {
+		profile, kind string
+		runs          [][]string
+	}{
+		{"etcd3", docker.KindEtcd, [][]string{{"--lock", "etcd", "--nemesis", "pause-server,kill,partition", "--param", "kill=leader"}}},
+		{"sentinel", docker.KindRedis, [][]string{
+			{"--lock", "redis-sentinel", "--nemesis", "failover", "--ttl", "6s", "--hold", "3s..4s"},
+			{"--lock", "redis-sentinel", "--nemesis", "pause-server"}}},
+		{"mysql-replicated", docker.KindMariaDB, [][]string{
+			{"--lock", "mysql-for-update", "--topology", "mysql-replicated", "--nemesis", "failover", "--hold", "800ms..1200ms"},
+			{"--lock", "mysql-for-update", "--topology", "mysql-replicated", "--nemesis", "kill"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.profile, func(t *testing.T) {
+			env := needImages(t, tc.kind)
+			t.Parallel()
+			project := fmt.Sprintf("locktest-test-%s-%d", strings.ReplaceAll(tc.profile, "-", ""), time.Now().UnixNano()%100000)
+			dc := func(args ...string) {
+				t.Helper()
+				argv := append(append(append([]string{}, compose[1:]...), "-f", file, "-p", project, "--profile", tc.profile), args...)
+				cmd := exec.Command(compose[0], argv...)
+				cmd.Env = append(os.Environ(), env...)
+				out, err := cmd.CombinedOutput()
+				require.NoError(t, err, "%v: %s", argv, out)
+			}
+			t0 := time.Now()
+			dc("up", "-d")
+			t.Cleanup(func() { dc("down", "--volumes") })
+			t.Logf("%s: compose up -d in %s", tc.profile, time.Since(t0).Round(100*time.Millisecond))
+			store := t.TempDir()
+			for _, args := range tc.runs {
+				t0 = time.Now()
+				r := run(t, append(env, docker.ComposeProjectEnv+"="+project),
+					append([]string{"run", "--cluster", "compose", "--time-limit", "8s", "--store", store, "--quiet", "--seed", "3"}, args...)...)
+				require.Contains(t, []int{0, 1, 3}, r.code, r.stdout+r.stderr)
+				h, err := history.Load(filepath.Join(store, "latest", "history.jsonl"))
+				require.NoError(t, err)
+				require.NotEmpty(t, h.Faults, "no fault in %v", args)
+				for _, f := range h.Faults {
+					require.NotEqual(t, history.Never, f.End, "fault %s on %s never healed", f.Name, f.Target)
+					require.NotContains(t, f.Detail, "failed", "%s on %s", f.Name, f.Target)
+				}
+				t.Logf("%s %v: exit %d in %s, %d faults", tc.profile, args, r.code, time.Since(t0).Round(100*time.Millisecond), len(h.Faults))
+			}
+		})
+	}
 }

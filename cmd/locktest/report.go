@@ -19,7 +19,8 @@ func newReportCmd() *cobra.Command {
 		Short: "Regenerate the pages of stored runs: a run, a campaign, or every run in a store",
 		Long: `Regenerate pages from stored runs, from their histories alone.
 
-  DIR is a run directory (history.jsonl): its results.json and report.html.
+  DIR is a run directory (history.jsonl): its results.json, report.html and
+      linearization.html.
   DIR is a campaign directory (campaign.json): every run's page, then the
       campaign's index.html, results.json, junit.xml and summary.md, keeping
       the expectations.
