@@ -175,10 +175,12 @@ func (*killServer) Name() string { return "kill" }
 func (*killServer) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "kill")
 	nodes := env.Cluster.Nodes()
+	grants := grantSignal(env)
 	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
-		// Strike while somebody holds the lock: that is when a server
-		// that forgets it hurts.
-		waitForHolder(ctx, env, 2*env.TTL)
+		// Strike right after a grant: a server that forgets the lock
+		// while its holder has most of its hold still ahead hurts most
+		// (the killed servers come back before the holder is done).
+		waitForGrant(ctx, env, grants, 2*env.TTL)
 		victims, err := killTargets(ctx, env, r, nodes, env.Params["kill"])
 		if err != nil {
 			if ctx.Err() != nil {
@@ -318,13 +320,47 @@ func granting(env *Env, nodes []clusters.Node) []clusters.Node {
 	return nil
 }
 
-// waitForHolder returns once some client believes it holds the lock, or
-// after limit, or when ctx ends.
-func waitForHolder(ctx context.Context, env *Env, limit time.Duration) {
+// grantSignal returns a channel that receives (without blocking the
+// workload) after every successful acquire; nil without a workload.
+func grantSignal(env *Env) chan struct{} {
 	if env.Workload == nil {
+		return nil
+	}
+	ch := make(chan struct{}, 1)
+	env.Workload.OnAcquire(func(*workloads.Process) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+	return ch
+}
+
+// waitForGrant returns right after the next successful acquire (one that
+// happened before the call does not count), or after limit if somebody
+// holds the lock then (or as soon as somebody does), or when ctx ends.
+func waitForGrant(ctx context.Context, env *Env, grants chan struct{}, limit time.Duration) {
+	if grants == nil {
 		return
 	}
-	deadline := time.Now().Add(limit)
-	for env.Workload.Holders() == 0 && time.Now().Before(deadline) && sleepCtx(ctx, 5*time.Millisecond) {
+	select {
+	case <-grants: // a grant from before: stale
+	default:
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-grants:
+		return
+	case <-ctx.Done():
+		return
+	case <-timer.C:
+	}
+	for env.Workload.Holders() == 0 && sleepCtx(ctx, 5*time.Millisecond) {
+		select {
+		case <-grants:
+			return
+		default:
+		}
 	}
 }
