@@ -106,11 +106,14 @@ func (b *hb) write(c int, call, ret float64, typ history.Type, value, prev, tok 
 	})
 }
 
+// faultAt adds a fault; a target "client N" names the client it hit, as
+// the harness records it.
 func (b *hb) faultAt(name, target string, start, end float64) {
 	b.fault++
-	b.add(start, history.Event{Type: history.FaultStart, Fault: name, FaultID: b.fault, Target: target})
+	c, _ := clientTarget(target)
+	b.add(start, history.Event{Type: history.FaultStart, Fault: name, FaultID: b.fault, Target: target, Client: c})
 	if end >= 0 {
-		b.add(end, history.Event{Type: history.FaultEnd, Fault: name, FaultID: b.fault, Target: target})
+		b.add(end, history.Event{Type: history.FaultEnd, Fault: name, FaultID: b.fault, Target: target, Client: c})
 	}
 }
 

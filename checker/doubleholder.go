@@ -51,44 +51,80 @@ func checkDoubleHolder(f *facts, slack int64) (Property, []Anomaly) {
 }
 
 // leaseCause classifies a double holder in a lease run: a started first,
-// b's grant came while a still believed it held the lock.
+// b's hold started while a still believed it held the lock. Each grant
+// happened at some time between its acquire's invocation and its return,
+// so either grant may have come first (b's reply may have arrived late).
 //
-//   - CauseLeaseBroken when b's hold started (b's grant came no later than
-//     that) before a's lease could have expired on correct clocks: before
-//     a.AcquireCall + TTL - slack, a's grant being no earlier than its
-//     acquire's invocation.
-//   - Otherwise CauseLeaseExpired: a's lease could have run out before the
-//     grant and a kept believing it held the lock (e.g. it was paused past
-//     its TTL) - or CauseUnknown when the lease is renewed while its holder
-//     runs (RunInfo.Renews): the renewals are not in the history, so
-//     whether a's lease had really lapsed is unknown.
+//   - CauseLeaseBroken when neither order lets a lease run out first: b's
+//     grant came (no later than b.Start) before a's lease could have
+//     expired on correct clocks (a.AcquireCall + TTL - slack), and a's
+//     grant came before b's could have (b.AcquireCall + TTL - slack).
+//   - Otherwise CauseLeaseExpired: one lease could have run out before the
+//     other grant and its holder kept believing in it (paused past its
+//     TTL, or it got its grant's reply late); the second result says
+//     which hold was the stale one (a or b).
+//   - A lease renewed while its holder runs (RunInfo.Renews, Redisson's
+//     watchdog) could have lapsed only once the renewals stopped: a fault
+//     on a's client that began at F (a pause, a partition, a crash) stops
+//     them, and the last renewal was at most TTL/3 before F, so a grant to
+//     b at or after F + 2/3 TTL - slack is CauseLeaseExpired. b's lease
+//     can lapse before its first renewal, which its client starts only
+//     once the reply arrived: the reversed order is as for any lease.
+//     Any other is CauseUnknown: the renewals are not in the history.
 //
 // A lock that lives in a renewed session (RunInfo.Session and Renews:
 // ZooKeeper, etcd) is classified by SessionCause instead.
 //
 // It returns "" outside lease runs.
-func leaseCause(h *history.History, a, b *Hold, slack int64) string {
+func leaseCause(h *history.History, a, b *Hold, slack int64) (cause string, stale *Hold) {
 	info := h.Info
 	ttl := info.TTLMillis * 1e6
 	if !info.Lease || ttl <= 0 {
-		return ""
+		return "", nil
 	}
 	if info.Session && info.Renews {
-		return SessionCause(h, a, b)
+		return SessionCause(h, a, b), a
 	}
+	aFirst := b.Start >= a.AcquireCall+ttl-slack // a's lease may have run out before b's grant
+	bFirst := a.Start >= b.AcquireCall+ttl-slack // b granted first, its lease may have run out before a's grant
 	switch {
-	case b.Start < a.AcquireCall+ttl-slack:
-		return CauseLeaseBroken
+	case !aFirst && !bFirst:
+		return CauseLeaseBroken, nil
+	case info.Renews && bFirst:
+		return CauseLeaseExpired, b
+	case info.Renews && renewalsStopped(h, a, b, ttl, slack):
+		return CauseLeaseExpired, a
 	case info.Renews:
-		return CauseUnknown
+		return CauseUnknown, nil
+	case aFirst:
+		return CauseLeaseExpired, a
 	}
-	return CauseLeaseExpired
+	return CauseLeaseExpired, b
+}
+
+// renewalsStopped reports whether a fault on a's client (a pause, a
+// partition, its crash) began at some F, after a's acquire was asked, such
+// that b's hold started at or after F + 2/3 TTL - slack: a's renewed lease
+// could have lapsed by then.
+func renewalsStopped(h *history.History, a, b *Hold, ttl, slack int64) bool {
+	for _, f := range h.Faults {
+		if f.Client != a.Client || f.Start >= b.Start || f.End <= a.AcquireCall {
+			continue
+		}
+		if f.Name == "clock-client" || f.Name == "failover" {
+			continue
+		}
+		if b.Start >= max(f.Start, a.AcquireCall)+ttl*2/3-slack {
+			return true
+		}
+	}
+	return false
 }
 
 // doubleHolderAnomaly describes a, which started first, overlapping b.
 func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 	end := min(a.End, b.End)
-	cause := leaseCause(h, a, b, slack)
+	cause, stale := leaseCause(h, a, b, slack)
 	ttl := h.Info.TTLMillis * 1e6
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "client %d acquired the lock at %s while client %d, which acquired it at %s",
@@ -99,7 +135,11 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 		// (no earlier than a.AcquireCall+ttl-slack): the server broke it.
 		fmt.Fprintf(&sb, " (lease %s, still valid until %s at least)", span(ttl), at(a.AcquireCall+ttl-slack))
 	case CauseLeaseExpired:
-		fmt.Fprintf(&sb, " (lease %s, so expired by %s at the latest)", span(ttl), at(a.Start+ttl))
+		if stale == a && !h.Info.Renews {
+			fmt.Fprintf(&sb, " (lease %s, so expired by %s at the latest)", span(ttl), at(a.Start+ttl))
+		} else {
+			fmt.Fprintf(&sb, " (lease %s)", span(ttl))
+		}
 	case CauseUnknown:
 		fmt.Fprintf(&sb, " (lease %s, renewed while its holder runs)", span(ttl))
 	case CauseSessionExpired, CauseSessionAlive:
@@ -125,7 +165,14 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 	case CauseLeaseBroken:
 		fmt.Fprintf(&sb, " The lease broke its promise: client %d was granted the lock before client %d's lease could have run out on correct clocks (a clock jump, a failover or lost state on the server).", b.Client, a.Client)
 	case CauseLeaseExpired:
-		fmt.Fprintf(&sb, " Lost by design: client %d's lease could have run out before client %d was granted the lock, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
+		switch {
+		case stale == b:
+			fmt.Fprintf(&sb, " Lost by design: client %d asked for the lock at %s and its answer came only at %s, so its grant could have come first and its lease could have run out before client %d was granted the lock; client %d then used a lease that had already expired.", b.Client, at(b.AcquireCall), at(b.Start), a.Client, b.Client)
+		case h.Info.Renews:
+			fmt.Fprintf(&sb, " Lost by design: a fault on client %d stopped the renewals of its lease long enough before client %d was granted the lock for the lease to run out, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
+		default:
+			fmt.Fprintf(&sb, " Lost by design: client %d's lease could have run out before client %d was granted the lock, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
+		}
 	case CauseSessionExpired:
 		fmt.Fprintf(&sb, " Lost by design: a fault cut client %d off from the servers long enough before client %d's grant for its session, and with it the lock, to expire, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
 	case CauseSessionAlive:

@@ -29,6 +29,42 @@ func TestDoubleHolder(t *testing.T) {
 			b.acq(2, 1500, 1510, "b")
 			b.rel(1, 1700, 1701, "a", history.OK, "a")
 		}, pairs: [][2]int{{1, 2}}},
+		{name: "renewed lease of a client paused past 2/3 TTL before the grant: expired", lease: true, renews: true, cause: CauseLeaseExpired, build: func(b *hb) {
+			b.faultAt("pause", "client 1", 1010, 5200)
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 3040, 3050, "b") // after 990 + 2000 - 5 and 1010 + 1333 - 5
+			b.rel(1, 5600, 5601, "a", history.Fail, "-")
+		}, pairs: [][2]int{{1, 2}}, explain: []string{"a fault on client 1 stopped the renewals"}},
+		{name: "renewed lease of a client paused just before the grant: unknown", lease: true, renews: true, cause: CauseUnknown, build: func(b *hb) {
+			b.faultAt("pause", "client 1", 2900, 5200)
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 3040, 3050, "b")
+			b.rel(1, 5600, 5601, "a", history.Fail, "-")
+		}, pairs: [][2]int{{1, 2}}},
+		{name: "renewed lease, a fault on another client: unknown", lease: true, renews: true, cause: CauseUnknown, build: func(b *hb) {
+			b.faultAt("pause", "client 3", 1010, 5200)
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 3040, 3050, "b")
+			b.rel(1, 5600, 5601, "a", history.Fail, "-")
+		}, pairs: [][2]int{{1, 2}}},
+		// The lost-reply story: client 2 asked first, its grant's reply
+		// came late; client 1 was granted after client 2's lease could
+		// have run out, and client 2 then started using its expired lease.
+		{name: "a late reply: the later hold's lease is the stale one", lease: true, cause: CauseLeaseExpired, build: func(b *hb) {
+			b.acq(1, 3500, 3510, "a")
+			b.acq(2, 1000, 4300, "b")
+			b.rel(1, 4600, 4601, "a", history.OK, "a")
+		}, pairs: [][2]int{{1, 2}}, explain: []string{"client 2 asked for the lock at 1.00 s and its answer came only at 4.30 s", "client 2 then used a lease that had already expired"}},
+		{name: "a late reply, renewed: still the stale one", lease: true, renews: true, cause: CauseLeaseExpired, build: func(b *hb) {
+			b.acq(1, 3500, 3510, "a")
+			b.acq(2, 1000, 4300, "b")
+			b.rel(1, 4600, 4601, "a", history.OK, "a")
+		}, pairs: [][2]int{{1, 2}}},
+		{name: "a late reply within the TTL: broken", lease: true, cause: CauseLeaseBroken, build: func(b *hb) {
+			b.acq(1, 1500, 1510, "a")
+			b.acq(2, 1000, 2300, "b") // 1000 + 2000 - 5 > 1510 and 1500 + 1995 > 2300
+			b.rel(1, 2600, 2601, "a", history.OK, "a")
+		}, pairs: [][2]int{{1, 2}}},
 		{name: "within the slack of the earliest expiry: expired", lease: true, cause: CauseLeaseExpired, build: func(b *hb) {
 			b.acq(1, 990, 1000, "a")
 			b.acq(2, 2980, 2986, "b") // 990 + 2000 - 5 = 2985
