@@ -118,7 +118,7 @@ func dockerKind(topology string) string {
 // Probe looks at this machine: root and netns for partitions, libfaketime
 // for clock jumps, server binaries for each topology.
 func Probe() Environment {
-	env := Environment{NetErr: netns.Available(), Missing: clusters.Missing}
+	env := Environment{NetErr: nemesis.NetUnavailable(netns.Available()), Missing: clusters.Missing}
 	for _, lib := range []string{clusters.FaketimeLib, clusters.MallocDebugLib} {
 		if _, err := os.Stat(lib); err != nil {
 			env.ClockErr = fmt.Errorf("needs %s: apt-get install -y libfaketime", lib)

@@ -198,7 +198,7 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 		return s, nil, nil, UsageError{clusters.MissingError(m)}
 	}
 	if needsNet(ns) {
-		if err := netns.Available(); err != nil {
+		if err := nemesis.NetUnavailable(netns.Available()); err != nil {
 			return s, nil, nil, UsageError{err}
 		}
 	}

@@ -93,6 +93,26 @@ var All = []Info{
 	{"failover", "kill -9 the primary right after a grant and promote its replica, as an operator would; the old primary rejoins as a replica 1-2 s later (replicated topologies: --topology mysql-replicated)", func() Nemesis { return &failover{} }},
 }
 
+// NetUnavailable completes err, why the network layer cannot work here,
+// with the faults that need it and those that still work; nil stays nil.
+func NetUnavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var need, work []string
+	for _, info := range All {
+		if info.New == nil {
+			continue
+		}
+		if nn, ok := info.New().(NetNeeder); ok && nn.NeedsNet() {
+			need = append(need, info.Name)
+		} else {
+			work = append(work, info.Name)
+		}
+	}
+	return fmt.Errorf("%w: %s cannot run; %s work without it", err, strings.Join(need, ", "), strings.Join(work, ", "))
+}
+
 // Parse turns "pause,kill" into nemeses. "none" alone means no fault.
 func Parse(list string) ([]Nemesis, []string, error) {
 	var out []Nemesis

@@ -34,7 +34,7 @@ const Prefix = "lt"
 // Available says why the network layer cannot work here, or nil.
 func Available() error {
 	if os.Geteuid() != 0 {
-		return errors.New("network faults need root (network namespaces and their firewall rules); pause, pause-server, kill, crash-client and clock-client work without it")
+		return errors.New("network faults need root (network namespaces and their firewall rules)")
 	}
 	for _, b := range []string{"ip", "iptables-restore"} {
 		if _, err := exec.LookPath(b); err != nil {

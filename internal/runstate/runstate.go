@@ -17,10 +17,16 @@ import (
 	"time"
 )
 
-// Dir is where state files live.
+// Dir is where state files live: $LOCKTEST_STATE_DIR, else
+// locktest-runs in the temporary directory, with the user id appended for
+// users other than root (each user cleans up after their own runs, and a
+// directory root created does not lock the others out).
 func Dir() string {
 	if d := os.Getenv("LOCKTEST_STATE_DIR"); d != "" {
 		return d
+	}
+	if uid := os.Getuid(); uid != 0 {
+		return filepath.Join(os.TempDir(), "locktest-runs-"+strconv.Itoa(uid))
 	}
 	return filepath.Join(os.TempDir(), "locktest-runs")
 }
@@ -60,7 +66,7 @@ type Tracker struct {
 
 // Open starts tracking run id.
 func Open(runID, runDir string) (*Tracker, error) {
-	if err := os.MkdirAll(Dir(), 0o755); err != nil {
+	if err := os.MkdirAll(Dir(), 0o700); err != nil {
 		return nil, fmt.Errorf("run state: %w", err)
 	}
 	t := &Tracker{
