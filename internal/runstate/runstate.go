@@ -42,6 +42,10 @@ type Proc struct {
 type State struct {
 	RunID   string   `json:"run_id"`
 	HostPID int      `json:"harness_pid"`
+	// HostStart is the harness process's start time (as Proc.StartTime):
+	// the run is live while that very process runs, whatever its name
+	// (a renamed binary, a test binary that runs the harness).
+	HostStart uint64 `json:"harness_start_time,omitempty"`
 	Started string   `json:"started"`
 	RunDir  string   `json:"run_dir"`
 	Procs   []Proc   `json:"procs"`
@@ -69,9 +73,10 @@ func Open(runID, runDir string) (*Tracker, error) {
 	if err := os.MkdirAll(Dir(), 0o700); err != nil {
 		return nil, fmt.Errorf("run state: %w", err)
 	}
+	hostStart, _ := StartTime(os.Getpid())
 	t := &Tracker{
 		path: filepath.Join(Dir(), runID+".json"),
-		st:   State{RunID: runID, HostPID: os.Getpid(), Started: time.Now().Format(time.RFC3339), RunDir: runDir},
+		st:   State{RunID: runID, HostPID: os.Getpid(), HostStart: hostStart, Started: time.Now().Format(time.RFC3339), RunDir: runDir},
 	}
 	return t, t.save()
 }
@@ -223,12 +228,25 @@ func Stale() ([]State, error) {
 		if json.Unmarshal(b, &st) != nil {
 			continue
 		}
-		if st.HostPID != 0 && syscall.Kill(st.HostPID, 0) == nil && isLocktest(st.HostPID) {
+		if st.Live() {
 			continue // that harness is still running
 		}
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// Live reports whether the harness that wrote st still runs: the process
+// with its pid and start time (a state file from before start times were
+// recorded: a live process of that pid named like locktest).
+func (st State) Live() bool {
+	if st.HostPID == 0 {
+		return false
+	}
+	if st.HostStart != 0 {
+		return Proc{PID: st.HostPID, StartTime: st.HostStart}.Alive()
+	}
+	return syscall.Kill(st.HostPID, 0) == nil && isLocktest(st.HostPID)
 }
 
 func isLocktest(pid int) bool {
