@@ -427,6 +427,12 @@ func (n *mysqlNode) prepare(ctx context.Context) error {
 			n.logf("the mysql user cannot search %s: the datadir is %s instead", b, n.datadir)
 		}
 	}
+	if n.tmpBase == "" && !n.set.KeepData {
+		// Removed when the cluster stops; if the run dies first,
+		// `locktest cleanup` removes them (the tmpBase is recorded above).
+		n.tracker.AddPath(n.datadir)
+		n.tracker.AddPath(n.tmpdir)
+	}
 	// A tmpdir of its own: a starting server deletes every #sql* file in
 	// its tmpdir, which in a shared /tmp may be another server's.
 	for _, d := range []string{n.datadir, n.tmpdir} {

@@ -182,28 +182,36 @@ func (t *Tracker) save() error {
 
 // StartTime reads a process's start time (clock ticks since boot).
 func StartTime(pid int) (uint64, error) {
+	st, _, err := stat(pid)
+	return st, err
+}
+
+// stat reads a process's start time and state letter (R, S, T, Z, ...).
+func stat(pid int) (start uint64, state string, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	s := string(b)
 	// The command name may hold spaces and parentheses: fields start after
 	// the last ')'.
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, errors.New("bad /proc stat")
+		return 0, "", errors.New("bad /proc stat")
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 20 {
-		return 0, errors.New("bad /proc stat")
+		return 0, "", errors.New("bad /proc stat")
 	}
-	return strconv.ParseUint(f[19], 10, 64) // field 22 overall
+	start, err = strconv.ParseUint(f[19], 10, 64) // field 22 overall
+	return start, f[0], err
 }
 
-// Alive reports whether p is still the same live process.
+// Alive reports whether p is still the same live process (a zombie, dead
+// but not yet reaped, is not).
 func (p Proc) Alive() bool {
-	st, err := StartTime(p.PID)
-	return err == nil && (p.StartTime == 0 || st == p.StartTime)
+	st, state, err := stat(p.PID)
+	return err == nil && state != "Z" && (p.StartTime == 0 || st == p.StartTime)
 }
 
 // Stale lists the state files of runs whose harness is gone.
