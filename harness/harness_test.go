@@ -213,6 +213,13 @@ func TestValidate(t *testing.T) {
 		{"param typo", func(o *Options) { o.Params = map[string]string{"wait_timout": "5"} }, "unknown --param wait_timout (known: pause, "},
 		{"param of another topology", func(o *Options) { o.Params = map[string]string{"wait_timeout": "5"} }, "--param wait_timeout applies to mysql, mysql-replicated, not to lock redis-lua on topology redis"},
 		{"param of a fault not injected", func(o *Options) { o.Params = map[string]string{"pause": "0.1..0.3"} }, "--param pause sets the pause fault, which this run does not inject"},
+		// Values are checked before any server starts, in MariaDB's range.
+		{"lock_wait not whole", func(o *Options) {
+			o.Lock, o.Params = "mysql-get-lock", map[string]string{"lock_wait": "2.5"}
+		}, "--param lock_wait=2.5: want a whole number of seconds from 0 to 31536000"},
+		{"wait_timeout above MariaDB's maximum", func(o *Options) {
+			o.Lock, o.Params = "mysql-unique", map[string]string{"wait_timeout": "99999999"}
+		}, "--param wait_timeout=99999999: want a whole number of seconds from 1 to 31536000"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
 	"github.com/locktest/locktest/locks"
@@ -272,6 +273,12 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 			return usage("unknown --param %s (known: %s)", k, strings.Join(names, ", "))
 		default:
 			return usage("--param %s applies to %s, not to lock %s on topology %s", k, for_, s.Name, topology)
+		}
+	}
+	if strings.HasPrefix(topology, "mysql") {
+		// The values too, before any server starts.
+		if err := recipe.CheckMySQLParams(o.Params); err != nil {
+			return UsageError{err}
 		}
 	}
 	return nil

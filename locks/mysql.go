@@ -6,8 +6,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/locktest/locktest/clusters/recipe"
 	"hash/fnv"
-	"strconv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -84,13 +84,11 @@ func newMySQLBase(c Config, schema func(ctx context.Context, c *sql.Conn) error)
 		c.OpTimeout = time.Second
 	}
 	b := &mysqlBase{cfg: c, schema: schema, ready: make([]bool, len(c.Addrs))}
-	if v, ok := c.Params["lock_wait"]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("--param lock_wait=%s: want a whole number of seconds", v)
-		}
-		b.lockWait = n
+	n, _, err := recipe.SecondsParam(c.Params, "lock_wait")
+	if err != nil {
+		return nil, err
 	}
+	b.lockWait = n
 	for _, addr := range c.Addrs {
 		cfg := mysql.NewConfig()
 		cfg.User, cfg.Passwd, cfg.DBName = mysqlUser, mysqlPassword, mysqlDatabase

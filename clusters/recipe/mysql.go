@@ -59,23 +59,20 @@ func MySQLSettingsFrom(p map[string]string) (MySQLSettings, error) {
 	s := MySQLSettings{WaitTimeout: 2, LockWait: 1}
 	ints := []struct {
 		name string
-		min  int
 		v    *int
 	}{
-		{"wait_timeout", 1, &s.WaitTimeout},
-		{"innodb_lock_wait_timeout", 0, &s.LockWait},
-		{"replica_delay", 0, &s.ReplicaDelay},
+		{"wait_timeout", &s.WaitTimeout},
+		{"innodb_lock_wait_timeout", &s.LockWait},
+		{"replica_delay", &s.ReplicaDelay},
 	}
 	for _, f := range ints {
-		v, ok := p[f.name]
-		if !ok {
-			continue
+		n, ok, err := SecondsParam(p, f.name)
+		if err != nil {
+			return s, err
 		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < f.min {
-			return s, fmt.Errorf("--param %s=%s: want a whole number of seconds, at least %d", f.name, v, f.min)
+		if ok {
+			*f.v = n
 		}
-		*f.v = n
 	}
 	if v, ok := p["keep_datadir"]; ok {
 		b, err := strconv.ParseBool(v)
@@ -85,6 +82,43 @@ func MySQLSettingsFrom(p map[string]string) (MySQLSettings, error) {
 		s.KeepData = b
 	}
 	return s, nil
+}
+
+// secondsRanges are the bounds of the MySQL settings in whole seconds:
+// MariaDB's own (it would clamp a larger value without a word).
+var secondsRanges = map[string][2]int{
+	"wait_timeout":             {1, 31536000},
+	"innodb_lock_wait_timeout": {0, 1073741824},
+	"lock_wait":                {0, 31536000},
+	"replica_delay":            {0, 2147483647},
+}
+
+// SecondsParam reads the MySQL setting name (a whole number of seconds in
+// MariaDB's range) from --param values; ok is false when it is not set.
+func SecondsParam(p map[string]string, name string) (n int, ok bool, err error) {
+	v, ok := p[name]
+	if !ok {
+		return 0, false, nil
+	}
+	r, known := secondsRanges[name]
+	if !known {
+		return 0, false, fmt.Errorf("--param %s is not a MySQL setting in seconds", name)
+	}
+	n, err = strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < r[0] || n > r[1] {
+		return 0, false, fmt.Errorf("--param %s=%s: want a whole number of seconds from %d to %d", name, v, r[0], r[1])
+	}
+	return n, true, nil
+}
+
+// CheckMySQLParams checks the values of every MySQL setting in p, so that a
+// bad one is refused before anything starts.
+func CheckMySQLParams(p map[string]string) error {
+	if _, err := MySQLSettingsFrom(p); err != nil {
+		return err
+	}
+	_, _, err := SecondsParam(p, "lock_wait")
+	return err
 }
 
 // MySQLInstallFlags are mariadb-install-db's options besides --datadir,

@@ -40,7 +40,7 @@ func TestMySQLSettings(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, MySQLSettings{WaitTimeout: 5, LockWait: 1, ReplicaDelay: 1, KeepData: true}, s)
 	_, err = MySQLSettingsFrom(map[string]string{"wait_timeout": "0"})
-	require.ErrorContains(t, err, "at least 1")
+	require.ErrorContains(t, err, "want a whole number of seconds from 1 to 31536000")
 	flags := strings.Join(MariadbdFlags(s, 2), " ")
 	require.Contains(t, flags, "--server-id=2")
 	require.Contains(t, flags, "--wait-timeout=5")
