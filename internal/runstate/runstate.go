@@ -40,16 +40,16 @@ type Proc struct {
 
 // State is one run's record.
 type State struct {
-	RunID   string   `json:"run_id"`
-	HostPID int      `json:"harness_pid"`
+	RunID   string `json:"run_id"`
+	HostPID int    `json:"harness_pid"`
 	// HostStart is the harness process's start time (as Proc.StartTime):
 	// the run is live while that very process runs, whatever its name
 	// (a renamed binary, a test binary that runs the harness).
-	HostStart uint64 `json:"harness_start_time,omitempty"`
-	Started string   `json:"started"`
-	RunDir  string   `json:"run_dir"`
-	Procs   []Proc   `json:"procs"`
-	Paths   []string `json:"paths,omitempty"` // files or directories to remove
+	HostStart uint64   `json:"harness_start_time,omitempty"`
+	Started   string   `json:"started"`
+	RunDir    string   `json:"run_dir"`
+	Procs     []Proc   `json:"procs"`
+	Paths     []string `json:"paths,omitempty"` // files or directories to remove
 	// NetID prefixes the names of the run's network namespaces.
 	NetID string `json:"net_id,omitempty"`
 	// Docker: the run created containers and networks labelled
