@@ -63,7 +63,7 @@ func Check(h *history.History, opts Options) Result {
 	}
 	f := newFacts(h)
 	r.Counts = f.counts
-	r.Counts.FaultsOnHolder = faultsOnHolders(h, f.holds)
+	r.Counts.FaultsOnHolder = faultsOnHolders(h, f.holds, int64(opts.Slack))
 
 	run := func(check func() (Property, []Anomaly)) {
 		t0 := time.Now()
@@ -271,7 +271,7 @@ func verdict(h *history.History, r *Result, holds []Hold, opts Options) (Verdict
 			why = append(why, "only 1 client acquired the lock (at least 2 needed)")
 		}
 	}
-	why = append(why, nemesisGaps(h, holds)...)
+	why = append(why, nemesisGaps(h, holds, int64(opts.Slack))...)
 	if h.Ended == history.EndedEarly {
 		// The run was cut short for a violation that this check does not
 		// find: the two checkers disagree, and a cut run vouches for
@@ -286,7 +286,7 @@ func verdict(h *history.History, r *Result, holds []Hold, opts Options) (Verdict
 	faults := "no faults"
 	switch {
 	case c.FaultsOnHolder > 0:
-		faults = plural(c.FaultsOnHolder, "fault on a holder", "faults on holders")
+		faults = plural(c.FaultsOnHolder, "fault", "faults") + " while the lock was held"
 	case c.Faults > 0:
 		faults = plural(c.Faults, "fault", "faults")
 	}
@@ -310,13 +310,17 @@ func verdict(h *history.History, r *Result, holds []Hold, opts Options) (Verdict
 // that never injected a fault, and those whose faults all target clients
 // ("pause", "crash-client") but never started while their client held the
 // lock.
-func nemesisGaps(h *history.History, holds []Hold) []string {
-	type tally struct{ faults, clientFaults, onHolder int }
+func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
+	type tally struct {
+		faults, struck int
+		onClient       bool // aimed at one client
+	}
 	by := map[string]*tally{}
 	var byClient map[int][]Hold
 	if len(h.Faults) > 0 {
 		byClient = holdsByClient(holds)
 	}
+	var promotions []int64 // after the kill, of failovers that promoted a replica
 	for _, f := range h.Faults {
 		t := by[f.Name]
 		if t == nil {
@@ -324,11 +328,12 @@ func nemesisGaps(h *history.History, holds []Hold) []string {
 			by[f.Name] = t
 		}
 		t.faults++
-		if c, ok := clientTarget(f.Target); ok {
-			t.clientFaults++
-			if heldAt(byClient[c], f.Start) {
-				t.onHolder++
-			}
+		_, t.onClient = faultClient(f)
+		if struck(h, f, holds, byClient, slack) {
+			t.struck++
+		}
+		if p, ok := h.Promotion(f); ok && f.Name == "failover" {
+			promotions = append(promotions, p-f.Start)
 		}
 	}
 	var why []string
@@ -342,11 +347,74 @@ func nemesisGaps(h *history.History, holds []Hold) []string {
 		switch {
 		case t == nil:
 			why = append(why, fmt.Sprintf("nemesis %s never injected a fault", n))
-		case t.clientFaults == t.faults && t.onHolder == 0:
+		case t.struck > 0:
+		case n == "failover" && len(promotions) == 0:
+			why = append(why, "no failover promoted a replica")
+		case n == "failover":
+			lease := ""
+			if h.Info.Lease && !h.Info.Renews && h.Info.TTLMillis > 0 {
+				lease = fmt.Sprintf(" and its lease (TTL %s) live", span(h.Info.TTLMillis*1e6))
+			}
+			came := "the promotion came " + span(promotions[0]) + " after the failure"
+			if len(promotions) > 1 {
+				came = "the promotions came " + span(slices.Min(promotions)) + " or more after the failures"
+			}
+			why = append(why, fmt.Sprintf("no failover promoted a replica while a client held the lock%s: %s; holds and leases longer than that (e.g. --ttl 6s --hold 3s..4s) let the failover matter", lease, came))
+		case t.onClient:
 			why = append(why, fmt.Sprintf("no %s fault started while its client held the lock", n))
+		default:
+			why = append(why, fmt.Sprintf("no %s fault started while a client held the lock", n))
 		}
 	}
 	return why
+}
+
+// faultClient returns the client a fault is aimed at (a "client N" target,
+// or a partition that cut one client off).
+func faultClient(f history.Fault) (int, bool) {
+	if c, ok := clientTarget(f.Target); ok {
+		return c, true
+	}
+	if f.Name == "partition" && f.Client > 0 {
+		return f.Client, true
+	}
+	return 0, false
+}
+
+// struck reports whether fault f struck where it could matter:
+//   - a fault aimed at a client, while that client held the lock;
+//   - a failover, when the replica was promoted while a client held the
+//     lock granted before the promotion (and, in a lease run, that lease
+//     could still be live: a promotion after the lease surely ran out
+//     cannot give the lock away twice);
+//   - any other (server) fault, while some client held the lock.
+func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int][]Hold, slack int64) bool {
+	if c, ok := faultClient(f); ok {
+		return heldAt(byClient[c], f.Start)
+	}
+	if f.Name == "failover" {
+		p, ok := h.Promotion(f)
+		if !ok {
+			return false
+		}
+		ttl := h.Info.TTLMillis * 1e6
+		for _, hd := range holds {
+			if hd.Start > p || hd.End < p {
+				continue
+			}
+			if h.Info.Lease && !h.Info.Renews && ttl > 0 && p >= hd.Start+ttl+slack {
+				continue // the lease surely ran out before the promotion
+			}
+			return true
+		}
+		return false
+	}
+	for i := range holds {
+		if holds[i].Start <= f.Start && f.Start <= holds[i].End {
+			return true
+		}
+	}
+	return false
 }
 
 // holdsByClient groups holds (sorted by start) by client.
@@ -366,21 +434,16 @@ func heldAt(holds []Hold, t int64) bool {
 	return i > 0 && t <= holds[i-1].End
 }
 
-// faultsOnHolders counts the faults aimed at a client ("client N", or a
-// partition that cut one client off) that started while that client held
-// the lock.
-func faultsOnHolders(h *history.History, holds []Hold) int {
+// faultsOnHolders counts the faults that struck where they could matter
+// (see struck).
+func faultsOnHolders(h *history.History, holds []Hold, slack int64) int {
 	if len(h.Faults) == 0 {
 		return 0
 	}
 	n := 0
 	byClient := holdsByClient(holds)
 	for _, f := range h.Faults {
-		c, ok := clientTarget(f.Target)
-		if !ok && f.Name == "partition" && f.Client > 0 {
-			c, ok = f.Client, true
-		}
-		if ok && heldAt(byClient[c], f.Start) {
+		if struck(h, f, holds, byClient, slack) {
 			n++
 		}
 	}

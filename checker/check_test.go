@@ -21,16 +21,45 @@ func TestVerdict(t *testing.T) {
 		{name: "safe", verdict: Safe, why: "12 acquires by 2 clients, no faults: no anomaly", build: func(b *hb) {
 			b.cycles(12, 0)
 		}},
-		{name: "faults on holders", verdict: Safe, why: "12 acquires by 2 clients, 1 fault on a holder: no anomaly", build: func(b *hb) {
+		{name: "faults on holders", verdict: Safe, why: "12 acquires by 2 clients, 1 fault while the lock was held: no anomaly", build: func(b *hb) {
 			b.info.Nemeses = []string{"pause"}
 			b.faultAt("pause", "client 1", 2, 3)
 			b.faultAt("pause", "client 2", 7, 8) // client 2 does not hold then
 			b.cycles(12, 0)
 		}},
-		{name: "faults off holders", verdict: Safe, why: "12 acquires by 2 clients, 1 fault: no anomaly", build: func(b *hb) {
+		{name: "a server fault during a hold", verdict: Safe, why: "12 acquires by 2 clients, 1 fault while the lock was held: no anomaly", build: func(b *hb) {
 			b.info.Nemeses = []string{"partition"}
 			b.faultAt("partition", "redis-1", 2, 3)
 			b.cycles(12, 0)
+		}},
+		{name: "a server fault while nobody held the lock", verdict: Inconclusive, why: "no kill fault started while a client held the lock", build: func(b *hb) {
+			b.info.Nemeses = []string{"kill"}
+			b.faultAt("kill", "redis-1", 7, 8)
+			b.cycles(12, 0)
+		}},
+		// A failover matters only if the replica is promoted while the
+		// holder whose grant it followed still holds a live lease.
+		{name: "a failover promoted while the holder held its lease", verdict: Safe, why: "1 fault while the lock was held", build: func(b *hb) {
+			b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
+			t := b.cycles(6, 0)
+			b.acq(1, t, t+1, "f")
+			b.fault++
+			b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+			b.add(t+30, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverNote + "promoted redis-2"})
+			b.rel(1, t+40, t+41, "f", history.OK, "f")
+			b.add(t+90, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+			b.cycles(6, t+100)
+		}},
+		{name: "a failover promoted after the lease ran out", verdict: Inconclusive, why: "no failover promoted a replica while a client held the lock and its lease (TTL 0.10 s) live: the promotion came 0.15 s after the failure", build: func(b *hb) {
+			b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
+			t := b.cycles(6, 0)
+			b.acq(1, t, t+1, "f")
+			b.fault++
+			b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+			b.add(t+152, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverNote + "promoted redis-2"})
+			b.rel(1, t+160, t+161, "f", history.Fail, "-")
+			b.add(t+190, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+			b.cycles(6, t+200)
 		}},
 		{name: "too few acquires", verdict: Inconclusive, why: "only 4 successful acquires (at least 10 needed)", build: func(b *hb) {
 			b.cycles(4, 0)

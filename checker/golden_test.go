@@ -67,7 +67,7 @@ func TestGolden(t *testing.T) {
 			}},
 		{file: "fenced-contained.jsonl", verdict: Safe,
 			other: kinds{KindDoubleHolder: 1, KindStaleWriteRejected: 1},
-			why:   "14 acquires by 2 clients, 1 fault on a holder: 1 double holder (1 lease-expired) contained by fencing (1 stale write rejected)",
+			why:   "14 acquires by 2 clients, 1 fault while the lock was held: 1 double holder (1 lease-expired) contained by fencing (1 stale write rejected)",
 			check: func(t *testing.T, r Result) {
 				require.Equal(t, int64(-1), r.FirstViolation)
 				require.Equal(t, SeverityContained, r.Anomalies[0].Severity)
@@ -124,7 +124,7 @@ func TestGolden(t *testing.T) {
 					}
 				}
 			}},
-		{file: "good-validity-careful.jsonl", verdict: Safe, why: "12 acquires by 3 clients, 1 fault on a holder: no anomaly",
+		{file: "good-validity-careful.jsonl", verdict: Safe, why: "12 acquires by 3 clients, 1 fault while the lock was held: no anomaly",
 			check: func(t *testing.T, r Result) {
 				// Frozen past its validity, the client declined the resource
 				// ("not-held") and released: not a double holder.

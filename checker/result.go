@@ -104,7 +104,7 @@ type Counts struct {
 	WritesAccepted  int   `json:"writes_accepted"`
 	WritesRejected  int   `json:"writes_rejected"`
 	Faults          int   `json:"faults"`
-	FaultsOnHolder  int   `json:"faults_on_holder"` // client faults that hit a client while it held the lock
+	FaultsOnHolder  int   `json:"faults_on_holder"` // faults that struck while the lock was held, where they could matter (see struck)
 	ClientsAcquired int   `json:"clients_acquired"` // distinct clients with a successful acquire
 	ResourceFinal   int64 `json:"resource_final"`
 	DurationNs      int64 `json:"duration_ns"`

@@ -70,6 +70,10 @@ type Options struct {
 	// worker command.
 	ClientArgv []string `json:"client_argv,omitempty"`
 	Command    string   `json:"command,omitempty"` // the command line, for the record
+	// SizeForFaults lets the run choose the TTL and hold times when a fault
+	// can only matter with longer ones than the defaults (FaultSizing); set
+	// when the user gave neither --ttl nor --hold.
+	SizeForFaults bool `json:"size_for_faults,omitempty"`
 	// StopEarly ends the workload as soon as the online checker is certain
 	// of a violation (--stop-early; campaigns): the verdict cannot change
 	// any more, and the rest of the run would only repeat it. Not in
@@ -225,6 +229,23 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	return s, ns, names, nil
 }
 
+// FaultSizing returns the TTL and hold times a fault needs on a topology to
+// be able to matter, when the defaults cannot let it, and why; ok false
+// when the defaults do.
+//
+// A Sentinel failover gives the lock away only if the replica is promoted
+// while the holder still holds a live lease: Sentinel notices the dead
+// master after down-after-milliseconds (1 s) and promotes a replica about
+// 2.3 s after the kill, so a 2 s lease and holds under 0.5 s have always
+// run out by then (the run would be inconclusive, see checker's struck).
+func FaultSizing(topology string, nemeses []string) (ttl time.Duration, hold workloads.Range, why string, ok bool) {
+	if topology == "redis-sentinel" && slices.Contains(nemeses, "failover") {
+		return 6 * time.Second, workloads.Range{Min: 3 * time.Second, Max: 4 * time.Second},
+			"Sentinel promotes a replica about 2.3 s after the master fails: the lease and the holds outlive that", true
+	}
+	return 0, workloads.Range{}, "", false
+}
+
 // faultParams are the --param keys the faults read, each named after its fault.
 var faultParams = []string{"pause", "pause-server", "kill", "partition"}
 
@@ -353,6 +374,14 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			fmt.Fprintf(out, format+"\n", a...)
 		}
 	}
+	sized := ""
+	if o.SizeForFaults {
+		if ttl, hold, why, ok := FaultSizing(o.topologyOf(scheme), names); ok {
+			o.TTL, o.Hold = ttl, hold
+			sized = fmt.Sprintf("sized for %s on %s: --ttl %s --hold %s..%s (%s; set --ttl or --hold to choose)",
+				strings.Join(names, ","), o.topologyOf(scheme), ttl, hold.Min, hold.Max, why)
+		}
+	}
 	started := time.Now()
 	dir, err := newRunDir(o.Store, scheme.Name, strings.Join(names, "+"), started)
 	if err != nil {
@@ -379,6 +408,9 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	say("locktest %s: lock %s, nemesis %s, %d clients, %s, seed %d", Version, o.Lock, strings.Join(names, ","), o.Clients, o.TimeLimit, o.Seed)
 	say("run directory: %s", dir)
+	if sized != "" {
+		say("%s", sized)
+	}
 
 	// Cluster.
 	t0 := time.Now()

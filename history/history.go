@@ -14,6 +14,7 @@ package history
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // FormatVersion is the version of the history file format.
@@ -38,6 +39,23 @@ const (
 	ClientExit  Type = "client-exit"  // a client process ended (Detail: why)
 	Note        Type = "note"         // anything worth showing on the time line
 )
+
+// FailoverNote starts the Detail of the note a failover fault records when
+// the replica has been promoted; the note's Client is the holder whose
+// grant the failover followed.
+const FailoverNote = "failover: "
+
+// Promotion returns when the failover fault f had its replica promoted
+// (the time of its FailoverNote), ok false when it never was.
+func (h *History) Promotion(f Fault) (int64, bool) {
+	for i := range h.Events {
+		e := &h.Events[i]
+		if e.Type == Note && e.Time >= f.Start && e.Time <= f.End && e.Client == f.Client && strings.HasPrefix(e.Detail, FailoverNote) {
+			return e.Time, true
+		}
+	}
+	return 0, false
+}
 
 // Op is what a client operation does.
 type Op string

@@ -75,7 +75,7 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 				fail(fmt.Errorf("fail primary: %w", err))
 				return
 			}
-			env.Recorder.Record(history.Event{Type: history.Note, Client: p.ID, Detail: "failover: " + line}, nil)
+			env.Recorder.Record(history.Event{Type: history.Note, Client: p.ID, Detail: history.FailoverNote + line}, nil)
 			// Down for a while, even when the run is ending: the cluster is
 			// whole again before Run returns.
 			sleepCtx(ctx, down)

@@ -216,7 +216,7 @@ func buildCounts(h *history.History, r *checker.Result, holds []checker.Hold) []
 		{"releases", strconv.Itoa(c.Releases), fmt.Sprintf("%d ok, %d failed, %d indeterminate", c.ReleasesOK, c.ReleasesFail, c.ReleasesInfo)},
 		{"resource writes", strconv.Itoa(c.Writes), fmt.Sprintf("%d accepted, %d rejected (stale token)", c.WritesAccepted, c.WritesRejected)},
 		{"resource value", strconv.FormatInt(c.ResourceFinal, 10), "final (started at " + strconv.FormatInt(h.Info.ResourceStart, 10) + ")"},
-		{"faults", strconv.Itoa(c.Faults), fmt.Sprintf("%d hit a client while it held the lock", c.FaultsOnHolder)},
+		{"faults", strconv.Itoa(c.Faults), fmt.Sprintf("%d struck while the lock was held", c.FaultsOnHolder)},
 		{"clients that acquired", cl, ""},
 	}
 }

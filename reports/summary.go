@@ -91,7 +91,7 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 	if c.Writes > 0 {
 		p.printf("  writes    %d accepted, %d rejected for a stale token\n", c.WritesAccepted, c.WritesRejected)
 	}
-	p.printf("  faults    %d injected, %d hit a client while it held the lock\n", c.Faults, c.FaultsOnHolder)
+	p.printf("  faults    %d injected, %d struck while the lock was held\n", c.Faults, c.FaultsOnHolder)
 
 	if len(r.Properties) > 0 {
 		p.printf("\nproperties:\n")

@@ -39,6 +39,7 @@ to it) and prints the verdict.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.seedSet = cmd.Flags().Changed("seed")
+			f.o.SizeForFaults = !cmd.Flags().Changed("ttl") && !cmd.Flags().Changed("hold")
 			return runRun(cmd, f)
 		},
 	}
