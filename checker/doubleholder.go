@@ -72,18 +72,19 @@ func checkDoubleHolder(f *facts, slack int64) (Property, []Anomaly) {
 //     once the reply arrived: the reversed order is as for any lease.
 //     Any other is CauseUnknown: the renewals are not in the history.
 //
-// A lock that lives in a renewed session (RunInfo.Session and Renews:
-// ZooKeeper, etcd) is classified by SessionCause instead.
+// A lock that lives in a session (RunInfo.Session) that is renewed
+// (ZooKeeper, etcd) or that the server ends when idle (MariaDB's
+// connections) is classified by SessionCause instead.
 //
-// It returns "" outside lease runs.
+// It returns "" outside lease and session runs.
 func leaseCause(h *history.History, a, b *Hold, slack int64) (cause string, stale *Hold) {
 	info := h.Info
 	ttl := info.TTLMillis * 1e6
+	if info.Session && (info.Renews && ttl > 0 || info.IdleTimeoutMillis > 0) {
+		return SessionCause(h, a, b), a
+	}
 	if !info.Lease || ttl <= 0 {
 		return "", nil
-	}
-	if info.Session && info.Renews {
-		return SessionCause(h, a, b), a
 	}
 	aFirst := b.Start >= a.AcquireCall+ttl-slack // a's lease may have run out before b's grant
 	bFirst := a.Start >= b.AcquireCall+ttl-slack // b granted first, its lease may have run out before a's grant
@@ -143,7 +144,9 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 	case CauseUnknown:
 		fmt.Fprintf(&sb, " (lease %s, renewed while its holder runs)", span(ttl))
 	case CauseSessionExpired, CauseSessionAlive:
-		fmt.Fprintf(&sb, " (session timeout %s)", span(ttl))
+		if ttl > 0 {
+			fmt.Fprintf(&sb, " (session timeout %s)", span(ttl))
+		}
 	}
 	switch a.EndReason {
 	case "release":
@@ -174,7 +177,11 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 			fmt.Fprintf(&sb, " Lost by design: client %d's lease could have run out before client %d was granted the lock, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
 		}
 	case CauseSessionExpired:
-		fmt.Fprintf(&sb, " Lost by design: a fault cut client %d off from the servers long enough before client %d's grant for its session, and with it the lock, to expire, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
+		if idle := h.Info.IdleTimeoutMillis * 1e6; idle > 0 && b.Start >= a.AcquireCall+idle {
+			fmt.Fprintf(&sb, " Lost by design: client %d's connection sat idle from its acquire until client %d's grant, %s, longer than the server keeps an idle connection (wait_timeout %s); the server closed it and freed the lock with it, and client %d went on as if it still held it.", a.Client, b.Client, span(b.Start-a.Start), span(idle), a.Client)
+		} else {
+			fmt.Fprintf(&sb, " Lost by design: a fault cut client %d off from the servers (or ended the server's sessions) before client %d's grant, long enough for its session, and with it the lock, to end, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
+		}
 	case CauseSessionAlive:
 		fmt.Fprintf(&sb, " The lock service broke its promise: client %d was granted the lock while client %d's session was surely still alive (no fault could have stopped its heartbeats long enough).", b.Client, a.Client)
 	case CauseUnknown:

@@ -17,32 +17,49 @@ const (
 )
 
 // SessionCause attributes the double holder of holds a (the earlier) and b
-// in a run whose clients keep a session alive (heartbeats or keep-alives
-// every TTL/3, as the ZooKeeper and etcd clients do). The server expires a
-// session TTL after the last heartbeat it heard, and the client sent one at
-// most TTL/3 before its heartbeats were stopped at F, so the session cannot
-// have expired before F + 2/3 TTL. Heartbeats stop with a fault on a's
-// client (a pause, a partition that cuts it off, its crash) or on the
-// servers (a frozen, killed or cut-off server may be the one a's session
-// talks to). A grant to b at or after F + 2/3 TTL for such a fault that
-// began before b's grant and ended after a's acquire is
-// CauseSessionExpired; any other is CauseSessionAlive: the session was
-// kept alive, and the lock service broke its promise.
+// in a run whose lock lives in a session (RunInfo.Session).
+//
+// A renewed session (RunInfo.Renews: heartbeats or keep-alives every
+// TTL/3, as the ZooKeeper and etcd clients send them) expires TTL after the
+// last heartbeat the server heard, and the client sent one at most TTL/3
+// before its heartbeats were stopped at F, so it cannot have expired
+// before F + 2/3 TTL. Heartbeats stop with a fault on a's client (a pause,
+// a partition that cuts it off, its crash) or on the servers (a frozen,
+// killed or cut-off server may be the one a's session talks to). A grant
+// to b at or after F + 2/3 TTL for such a fault that began before b's grant
+// and ended after a's acquire is CauseSessionExpired.
+//
+// A session without heartbeats (a MariaDB connection) ends when the server
+// closes it, idle for RunInfo.IdleTimeoutMillis (a's connection is idle
+// from its acquire on: a grant to b at or after a.AcquireCall + the idle
+// timeout), or when a server fault ends the server's sessions (a kill, a
+// failover, a partition) after a's acquire and before b's grant: both are
+// CauseSessionExpired.
+//
+// Any other is CauseSessionAlive: the session was kept alive, and the lock
+// service broke its promise.
 func SessionCause(h *history.History, a, b *Hold) string {
-	ttl := h.Info.TTLMillis * 1e6
+	info := h.Info
+	ttl := info.TTLMillis * 1e6
+	if idle := info.IdleTimeoutMillis * 1e6; idle > 0 && b.Start >= a.AcquireCall+idle {
+		return CauseSessionExpired
+	}
 	for _, f := range h.Faults {
 		if f.Start >= b.Start || f.End <= a.AcquireCall {
 			continue
 		}
+		server := f.Name == "pause-server" || f.Name == "kill" || f.Name == "failover" || f.Name == "partition" && f.Client == 0
+		client := f.Client == a.Client && (f.Name == "pause" || f.Name == "partition" || f.Name == "crash-client")
 		switch {
-		case f.Client == a.Client && f.Name != "clock-client" && f.Name != "failover":
-		case f.Client == 0 && (f.Name == "pause-server" || f.Name == "kill" || f.Name == "partition"):
-		default:
-			continue
-		}
-		from := max(f.Start, a.AcquireCall)
-		if b.Start >= from+ttl*2/3 {
-			return CauseSessionExpired
+		case !info.Renews:
+			// No heartbeat to stop: only a server that lost its sessions.
+			if server && f.Name != "pause-server" {
+				return CauseSessionExpired
+			}
+		case server || client:
+			if b.Start >= max(f.Start, a.AcquireCall)+ttl*2/3 {
+				return CauseSessionExpired
+			}
 		}
 	}
 	return CauseSessionAlive

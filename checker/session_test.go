@@ -100,3 +100,50 @@ func TestRenewedSessionExpiresEarly(t *testing.T) {
 		}
 	}
 }
+
+// The double holders of a MariaDB session lock (no heartbeats, a server
+// that closes idle connections after wait_timeout) say why the lock went.
+func TestSessionCauseWithoutHeartbeats(t *testing.T) {
+	cases := []struct {
+		name    string
+		build   func(b *hb)
+		cause   string
+		explain string
+	}{
+		{name: "idle past wait_timeout", cause: CauseSessionExpired, explain: "sat idle from its acquire until client 2's grant, 2.50 s, longer than the server keeps an idle connection (wait_timeout 2.00 s)", build: func(b *hb) {
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 3490, 3500, "b")
+			b.rel(1, 3700, 3701, "a", history.Fail, "-")
+		}},
+		{name: "granted within wait_timeout", cause: CauseSessionAlive, build: func(b *hb) {
+			b.acq(1, 990, 1000, "a")
+			b.acq(2, 1490, 1500, "b")
+			b.rel(1, 1700, 1701, "a", history.Fail, "-")
+		}},
+		{name: "a failover ended the session", cause: CauseSessionExpired, explain: "ended the server's sessions", build: func(b *hb) {
+			b.acq(1, 990, 1000, "a")
+			b.fault++
+			b.add(1001, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+			b.acq(2, 1490, 1500, "b")
+			b.rel(1, 1700, 1701, "a", history.Fail, "-")
+			b.add(2500, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+		}},
+		{name: "a frozen server keeps its sessions", cause: CauseSessionAlive, build: func(b *hb) {
+			b.acq(1, 990, 1000, "a")
+			b.faultAt("pause-server", "mysql-1", 1001, 1400)
+			b.acq(2, 1490, 1500, "b")
+			b.rel(1, 1700, 1701, "a", history.Fail, "-")
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.info.Session, b.info.IdleTimeoutMillis = true, 2000
+			tc.build(b)
+			_, as := checkDoubleHolder(newFacts(b.build(t)), 5e6)
+			require.Len(t, as, 1)
+			require.Equal(t, tc.cause, as[0].Cause)
+			require.Contains(t, as[0].Explanation, tc.explain)
+		})
+	}
+}

@@ -532,6 +532,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	if scheme.Lease {
 		info.TTLMillis = ttl.Milliseconds()
 	}
+	if scheme.Session && !scheme.Renews && strings.HasPrefix(info.Topology, "mysql") {
+		if set, err := recipe.MySQLSettingsFrom(o.Params); err == nil {
+			info.IdleTimeoutMillis = int64(set.WaitTimeout) * 1000
+		}
+	}
 	if o.Wait {
 		// A blocking acquire hides failed tries inside one operation.
 		info.DeadlockMs += o.WaitTimeout.Milliseconds()

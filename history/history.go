@@ -170,6 +170,10 @@ type RunInfo struct {
 	// or, with Renews, TTL after the last heartbeat the server heard,
 	// which the client sends every TTL/3 from before it acquires.
 	Session bool `json:"session,omitempty"`
+	// IdleTimeoutMillis: the server of a Session lock without heartbeats
+	// closes a connection idle this long (MariaDB's wait_timeout), and
+	// the lock goes with it; 0 when none is known.
+	IdleTimeoutMillis int64 `json:"idle_timeout_ms,omitempty"`
 }
 
 // EndedEarly is the run-end Detail of a run that stopped as soon as the

@@ -11,7 +11,7 @@ func causeWords(cause string) string {
 	case checker.CauseLeaseBroken:
 		return "the lock service broke its promise: it granted the lock again before the earlier holder's lease could have expired on a correct clock (a clock jump, a failover, lost state)."
 	case checker.CauseSessionExpired:
-		return "the earlier holder was frozen or cut off long enough before the lock was granted again for its session to expire: lost by design, and that holder went on as if it still held the lock. Only fencing tokens protect against this."
+		return "the earlier holder's session could have ended before the lock was granted again (the holder was frozen or cut off long enough for it to expire, its connection sat idle longer than the server keeps one, or a server fault ended the server's sessions): lost by design, and that holder went on as if it still held the lock. Only fencing tokens protect against this."
 	case checker.CauseSessionAlive:
 		return "the lock service broke its promise: it granted the lock again while the earlier holder's session was surely still alive (kept alive, no fault on its client long enough to let it expire)."
 	case checker.CauseUnknown:
