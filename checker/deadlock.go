@@ -122,6 +122,9 @@ func deadlockAnomaly(h *history.History, prev *Hold, from, to int64, n int, toEn
 	} else {
 		a.Clients = []int{prev.Client}
 		a.Ops = append([]int64{prev.AcquireOp}, a.Ops...)
+		// What happened to the lock during the last hold explains the
+		// deadlock as much as what happened after it.
+		a.Faults = faultsDuring(h, prev.Start, to)
 		switch prev.EndReason {
 		case "client-exit":
 			fmt.Fprintf(&sb, "client %d crashed at %s holding the lock", prev.Client, at(prev.End))
@@ -150,6 +153,14 @@ func deadlockAnomaly(h *history.History, prev *Hold, from, to int64, n int, toEn
 		fmt.Fprintf(&sb, " and nobody could acquire it for %s", span(to-from))
 	}
 	fmt.Fprintf(&sb, " (%d acquires failed: held, %s–%s).", n, at(from), at(to))
+	if prev != nil {
+		for _, f := range h.Faults {
+			if p, ok := h.Promotion(f); ok && f.Name == "failover" && p >= prev.Start && p <= from {
+				fmt.Fprintf(&sb, " A failover promoted a replica at %s, during or after client %d's last hold: the new primary had what the replica had applied, which may be an older state of the lock than the one its clients saw (a grant it still has, a release it lost).", at(p), prev.Client)
+				break
+			}
+		}
+	}
 	a.Explanation = sb.String()
 	return a
 }

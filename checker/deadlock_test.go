@@ -24,6 +24,19 @@ func TestDeadlock(t *testing.T) {
 				b.acqFail(1, t, t+1, history.ReasonHeld)
 			}
 		}, want: 1, explains: []string{"client 2 crashed at 4.10 s holding the lock (crash-client) and nobody could acquire it for the remaining 12.00 s (13 acquires failed: held"}},
+		// A failover during the last hold brought back a lock row whose
+		// release the replica had not applied: the explanation says so.
+		{name: "after a failover", build: func(b *hb) {
+			b.acq(3, 1000, 1010, "c")
+			b.fault++
+			b.add(1100, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 3})
+			b.add(1300, history.Event{Type: history.Note, Client: 3, Detail: history.FailoverNote + "promoted mysql-2"})
+			b.rel(3, 1790, 1800, "c", history.Fail, "-")
+			b.add(2500, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 3})
+			for t := 1900.0; t < 14000; t += 1000 {
+				b.acqFail(1, t, t+1, history.ReasonHeld)
+			}
+		}, want: 1, explains: []string{"client 3, the last sure holder, called release at 1.79 s", "A failover promoted a replica at 1.30 s, during or after client 3's last hold"}},
 		{name: "too short", build: func(b *hb) {
 			b.acq(2, 0, 10, "b")
 			b.rel(2, 20, 21, "b", history.Info, "")
