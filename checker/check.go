@@ -44,8 +44,9 @@ func dataLevel(kind string) bool {
 //   - Inconclusive when nothing was violated but the run cannot vouch for the
 //     lock: a property is unknown (e.g. the search timed out), too few
 //     successful acquires or clients acquired, a nemesis never injected a
-//     fault, or no client-targeted fault of a nemesis hit its client while it
-//     held the lock.
+//     fault, or none of a nemesis's faults struck where it could matter
+//     (see struck: a client fault on a holder, a server fault while the
+//     lock was held, a failover promoting under a live lease).
 //   - Safe otherwise.
 //
 // Check works from the history alone and never reports an unknown property
@@ -57,6 +58,8 @@ func Check(h *history.History, opts Options) Result {
 		Nemeses:        append([]string{}, h.Info.Nemeses...),
 		Seed:           h.Info.Seed,
 		Fence:          h.Info.Fence,
+		StartupMs:      h.Info.StartupMillis,
+		ClusterReused:  h.Info.ClusterReused,
 		Truncated:      h.Truncated,
 		Anomalies:      []Anomaly{},
 		FirstViolation: -1,

@@ -115,15 +115,20 @@ type Counts struct {
 type Result struct {
 	Verdict Verdict `json:"verdict"`
 	// Why is one line saying what decided the verdict.
-	Why        string     `json:"why"`
-	Lock       string     `json:"lock"`
-	Nemeses    []string   `json:"nemeses"`
-	Seed       int64      `json:"seed"`
-	Fence      bool       `json:"fence"`
-	Truncated  bool       `json:"truncated,omitempty"`
-	Counts     Counts     `json:"counts"`
-	Properties []Property `json:"properties"`
-	Anomalies  []Anomaly  `json:"anomalies"`
+	Why     string   `json:"why"`
+	Lock    string   `json:"lock"`
+	Nemeses []string `json:"nemeses"`
+	Seed    int64    `json:"seed"`
+	Fence   bool     `json:"fence"`
+	// StartupMs is how long the cluster took to start, until every server
+	// answered (RunInfo.StartupMillis); ClusterReused: it was started for
+	// an earlier run of a campaign and reused.
+	StartupMs     int64      `json:"startup_ms"`
+	ClusterReused bool       `json:"cluster_reused,omitempty"`
+	Truncated     bool       `json:"truncated,omitempty"`
+	Counts        Counts     `json:"counts"`
+	Properties    []Property `json:"properties"`
+	Anomalies     []Anomaly  `json:"anomalies"`
 	// FirstViolation is the time of the earliest violation, -1 when none.
 	FirstViolation int64 `json:"first_violation_ns"`
 }

@@ -527,7 +527,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		Topology: o.topologyOf(scheme), Version: Version, Servers: cl.Versions(), Command: o.Command,
 		DeadlockMs: (2*ttl + time.Second).Milliseconds(), BaseMonotonic: base,
 		Reentrant: scheme.Reentrant, Renews: scheme.Renews, ChecksValidity: scheme.ChecksValidity, Session: scheme.Session,
-		ReadWrite: scheme.ReadWrite,
+		ReadWrite: scheme.ReadWrite, StartupMillis: startup.Milliseconds(), ClusterReused: reused,
 	}
 	if scheme.Lease {
 		info.TTLMillis = ttl.Milliseconds()

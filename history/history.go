@@ -174,6 +174,11 @@ type RunInfo struct {
 	// closes a connection idle this long (MariaDB's wait_timeout), and
 	// the lock goes with it; 0 when none is known.
 	IdleTimeoutMillis int64 `json:"idle_timeout_ms,omitempty"`
+	// StartupMillis is how long the cluster took to start, until every
+	// server answered; ClusterReused: a campaign's pooled cluster, started
+	// for an earlier run (StartupMillis 0).
+	StartupMillis int64 `json:"startup_ms,omitempty"`
+	ClusterReused bool  `json:"cluster_reused,omitempty"`
 }
 
 // EndedEarly is the run-end Detail of a run that stopped as soon as the

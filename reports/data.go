@@ -207,7 +207,15 @@ func buildCounts(h *history.History, r *checker.Result, holds []checker.Hold) []
 	if clients > 0 {
 		cl += " of " + strconv.Itoa(clients)
 	}
+	startup := countView{"cluster start-up", dur(h.Info.StartupMillis * 1e6), "until every server answered"}
+	switch {
+	case h.Info.ClusterReused:
+		startup.Value, startup.Note = "reused", "started for an earlier run of the campaign"
+	case h.Info.StartupMillis == 0:
+		startup.Value, startup.Note = "-", "not recorded"
+	}
 	return []countView{
+		startup,
 		{"duration", dur(duration), ""},
 		{"operations", strconv.Itoa(c.Ops), ""},
 		{"acquires", strconv.Itoa(c.Acquires), fmt.Sprintf("%d ok, %d failed, %d indeterminate", c.AcquiresOK, c.AcquiresFail, c.AcquiresInfo)},
