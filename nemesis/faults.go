@@ -150,11 +150,13 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 			skipped(env, "pause-server", n.Name(), holder+" is acting on it")
 			continue
 		}
+		// Recorded as the pause is sent (docker pause takes a while).
+		end := fault(env, "pause-server", n.Name(), 0, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
 		if err := n.Pause(); err != nil {
+			end("failed: " + err.Error())
 			release()
 			return err
 		}
-		end := fault(env, "pause-server", n.Name(), 0, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
 		sleepCtx(ctx, d)
 		err = n.Resume()
 		end("SIGCONT")
@@ -179,14 +181,29 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
 		// Strike right after a grant: a server that forgets the lock
 		// while its holder has most of its hold still ahead hurts most
-		// (the killed servers come back before the holder is done).
-		waitForGrant(ctx, env, grants, 2*env.TTL)
-		victims, err := killTargets(ctx, env, r, nodes, env.Params["kill"])
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil // the run ended while an election was under way
+		// (the killed servers come back before the holder is done). The
+		// leader, when that is the target, is found before the grant:
+		// asking the ensemble takes longer than a short hold.
+		var leader clusters.Node
+		if env.Params["kill"] == "leader" {
+			var err error
+			if leader, err = target(ctx, env, r, nodes, "leader"); err != nil {
+				if ctx.Err() != nil {
+					return nil // the run ended while an election was under way
+				}
+				return err
 			}
-			return err
+		}
+		waitForGrant(ctx, env, grants, 2*env.TTL)
+		victims := []clusters.Node{leader}
+		if leader == nil {
+			var err error
+			if victims, err = killTargets(ctx, env, r, nodes); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
 		}
 		down := between(r, 300*time.Millisecond, time.Second)
 		var releases []func()
@@ -209,22 +226,31 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 			releaseAll()
 			continue
 		}
-		var names []string
+		names := make([]string, 0, len(victims))
 		for _, n := range victims {
-			if err := n.Kill(); err != nil {
-				releaseAll()
-				return err
-			}
 			names = append(names, n.Name())
 		}
+		// Recorded as the kill is sent: on some backends it takes a
+		// while to land (docker kill: 50-300 ms).
 		end := fault(env, "kill", strings.Join(names, ","), 0, fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond)))
-		sleepCtx(ctx, down)
-		// Restart even when the run is ending: the cluster must be whole
-		// for a clean stop. A fresh context bounds the restarts.
-		rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		var errs []error
-		keeps := true
+		killed := make([]clusters.Node, 0, len(victims))
 		for _, n := range victims {
+			if err := n.Kill(); err != nil {
+				errs = append(errs, fmt.Errorf("kill %s: %w", n.Name(), err))
+				break
+			}
+			killed = append(killed, n)
+		}
+		if len(errs) == 0 {
+			sleepCtx(ctx, down)
+		}
+		// Restart even when the run is ending (or a kill failed): the
+		// cluster must be whole for a clean stop. A fresh context bounds
+		// the restarts.
+		rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		keeps := true
+		for _, n := range killed {
 			if err := n.Restart(rctx); err != nil {
 				errs = append(errs, fmt.Errorf("restart %s: %w", n.Name(), err))
 			}
@@ -235,7 +261,7 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 		cancel()
 		releaseAll()
 		if err := errors.Join(errs...); err != nil {
-			end("restart failed: " + err.Error())
+			end("failed: " + err.Error())
 			return err
 		}
 		if keeps {
@@ -251,23 +277,22 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 // grant names the servers that granted it (Redlock), just enough of those
 // for another client to be able to win a majority once they come back
 // empty (1 when the grant had a bare majority, 3 when all 5 granted);
-// otherwise one server, as target picks it.
-func killTargets(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node, param string) ([]clusters.Node, error) {
-	if param != "leader" {
-		if g := granting(env, nodes); len(g) > 0 {
-			k := max(1, len(nodes)/2+1-(len(nodes)-len(g)))
-			if k <= len(g) {
-				order := r.Perm(len(g))
-				out := make([]clusters.Node, 0, k)
-				for _, i := range order[:k] {
-					out = append(out, g[i])
-				}
-				slices.SortFunc(out, func(a, b clusters.Node) int { return strings.Compare(a.Name(), b.Name()) })
-				return out, nil
+// otherwise one server, as target picks it (--param kill=leader is
+// resolved by the caller).
+func killTargets(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node) ([]clusters.Node, error) {
+	if g := granting(env, nodes); len(g) > 0 {
+		k := max(1, len(nodes)/2+1-(len(nodes)-len(g)))
+		if k <= len(g) {
+			order := r.Perm(len(g))
+			out := make([]clusters.Node, 0, k)
+			for _, i := range order[:k] {
+				out = append(out, g[i])
 			}
+			slices.SortFunc(out, func(a, b clusters.Node) int { return strings.Compare(a.Name(), b.Name()) })
+			return out, nil
 		}
 	}
-	n, err := target(ctx, env, r, nodes, param)
+	n, err := target(ctx, env, r, nodes, "")
 	if err != nil {
 		return nil, err
 	}
