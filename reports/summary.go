@@ -42,9 +42,9 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 	gloss := "the run could not show whether the lock is safe"
 	switch r.Verdict {
 	case checker.Safe:
-		vc, gloss = ansiGreen, "no property of the lock was violated"
+		vc, gloss = ansiGreen, safeGloss(r)
 	case checker.Unsafe:
-		vc, gloss = ansiRed, "the lock broke its promise"
+		vc, gloss = ansiRed, unsafeGloss(r)
 	}
 	lock, nem, seed := r.Lock, r.Nemeses, r.Seed
 	if h != nil {
@@ -243,4 +243,46 @@ func wrap(text string, width int) []string {
 		}
 	}
 	return out
+}
+
+// safeGloss says what a safe verdict means: nothing went wrong, or the lock
+// failed and fencing tokens kept the resource safe.
+func safeGloss(r *checker.Result) string {
+	for _, a := range r.Anomalies {
+		if a.Severity == checker.SeverityContained {
+			return "the guarded resource stayed safe: fencing tokens contained the lock's failures (below)"
+		}
+	}
+	return "no property of the lock was violated"
+}
+
+// unsafeGloss says who is to blame for an unsafe verdict: the lock service
+// (it broke its own terms: a grant under a live lease, a foreign release, an
+// order no lock could give, a deadlock), or nobody's promise but mutual
+// exclusion itself (holders outlived their leases or sessions, by design),
+// or a client that used the lock past its own validity.
+func unsafeGloss(r *checker.Result) string {
+	byDesign, clientBug, broken := false, false, false
+	for _, a := range r.Anomalies {
+		if a.Severity != checker.SeverityViolation {
+			continue
+		}
+		switch {
+		case a.Kind == checker.KindUsedAfterValidity:
+			clientBug = true
+		case a.Kind == checker.KindDoubleHolder && (a.Cause == checker.CauseLeaseExpired || a.Cause == checker.CauseSessionExpired):
+			byDesign = true
+		case a.Kind == checker.KindLostUpdate || a.Kind == checker.KindStaleWriteAccepted:
+			// Damage: it follows from the double holders.
+		default:
+			broken = true
+		}
+	}
+	switch {
+	case broken || !byDesign && !clientBug:
+		return "the lock broke its promise"
+	case clientBug:
+		return "a client used the lock after its own validity ran out (a client bug), and holders outlived their leases"
+	}
+	return "lost by design: a holder outlived its lease or session and went on, so two clients held the lock; only fencing tokens protect the resource"
 }

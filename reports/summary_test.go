@@ -180,3 +180,28 @@ func TestSummaryNamesCause(t *testing.T) {
 	require.Contains(t, b.String(), "#1 double-holder (violation, lease broken (service at fault)): clients 2, 1, 2.60s-3.50s")
 	require.Contains(t, b.String(), "#2 lost-update (violation): ")
 }
+
+func TestVerdictGloss(t *testing.T) {
+	v := func(kind, cause string) checker.Anomaly {
+		return checker.Anomaly{Kind: kind, Cause: cause, Severity: checker.SeverityViolation}
+	}
+	cases := []struct {
+		name      string
+		anomalies []checker.Anomaly
+		want      string
+	}{
+		{"a grant under a live lease", []checker.Anomaly{v(checker.KindDoubleHolder, checker.CauseLeaseBroken), v(checker.KindLostUpdate, "")}, "the lock broke its promise"},
+		{"holders outlived their leases", []checker.Anomaly{v(checker.KindDoubleHolder, checker.CauseLeaseExpired), v(checker.KindLostUpdate, "")}, "lost by design"},
+		{"a client past its validity", []checker.Anomaly{v(checker.KindDoubleHolder, checker.CauseLeaseExpired), v(checker.KindUsedAfterValidity, "")}, "a client bug"},
+		{"by design, and a foreign release", []checker.Anomaly{v(checker.KindDoubleHolder, checker.CauseSessionExpired), v(checker.KindForeignRelease, "")}, "the lock broke its promise"},
+		{"lost updates alone", []checker.Anomaly{v(checker.KindLostUpdate, "")}, "the lock broke its promise"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Contains(t, unsafeGloss(&checker.Result{Verdict: checker.Unsafe, Anomalies: tc.anomalies}), tc.want)
+		})
+	}
+	contained := &checker.Result{Anomalies: []checker.Anomaly{{Kind: checker.KindDoubleHolder, Severity: checker.SeverityContained}}}
+	require.Contains(t, safeGloss(contained), "fencing tokens contained")
+	require.Equal(t, "no property of the lock was violated", safeGloss(&checker.Result{}))
+}
