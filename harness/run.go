@@ -220,6 +220,9 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	if _, err := nemesis.ParseShapes(o.Params["partition"]); err != nil {
 		return s, nil, nil, usage("--param partition: %v", err)
 	}
+	if _, err := nemesis.ParseClockDirections(o.Params["clock"]); err != nil {
+		return s, nil, nil, UsageError{err}
+	}
 	if _, _, err := nemesis.ParsePause(o.Params["pause"]); err != nil {
 		return s, nil, nil, usage("--param pause: %v", err)
 	}
@@ -247,7 +250,7 @@ func FaultSizing(topology string, nemeses []string) (ttl time.Duration, hold wor
 }
 
 // faultParams are the --param keys the faults read, each named after its fault.
-var faultParams = []string{"pause", "pause-server", "kill", "partition"}
+var faultParams = []string{"pause", "pause-server", "kill", "partition", "clock"}
 
 // KnownParam reports whether some fault, scheme or topology reads the
 // --param key, and whether a run of scheme on topology with faults

@@ -27,8 +27,34 @@ type clock struct{}
 func (*clock) Name() string         { return "clock" }
 func (*clock) NeedsClockShim() bool { return true }
 
+// ParseClockDirections reads the clock param: the directions a clock jump
+// takes, "forward" (the default: leases expire early, the jump that hurts),
+// "back" (they expire late: availability) or both, comma separated, each
+// jump drawing one.
+func ParseClockDirections(s string) ([]int, error) {
+	if strings.TrimSpace(s) == "" {
+		return []int{1}, nil
+	}
+	var out []int
+	for _, d := range strings.Split(s, ",") {
+		switch strings.TrimSpace(d) {
+		case "forward":
+			out = append(out, 1)
+		case "back":
+			out = append(out, -1)
+		default:
+			return nil, fmt.Errorf("--param clock=%s: want forward, back or forward,back", s)
+		}
+	}
+	return out, nil
+}
+
 func (*clock) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "clock")
+	dirs, err := ParseClockDirections(env.Params["clock"])
+	if err != nil {
+		return err
+	}
 	nodes := env.Cluster.Nodes()
 	byAddr := map[string]clusters.Node{}
 	for _, n := range nodes {
@@ -70,7 +96,7 @@ func (*clock) Run(ctx context.Context, env *Env) error {
 		for _, i := range order[:k] {
 			targets = append(targets, granted[i])
 		}
-		jump := scaled(r, env.TTL, 1, 3).Round(time.Millisecond)
+		jump := scaled(r, env.TTL, 1, 3).Round(time.Millisecond) * time.Duration(dirs[r.IntN(len(dirs))])
 		d := scaled(r, env.TTL, 1.5, 3)
 		cool := scaled(r, env.TTL, 1, 2)
 		busy = true
@@ -82,7 +108,7 @@ func (*clock) Run(ctx context.Context, env *Env) error {
 			names = append(names, n.Name())
 		}
 		// Recorded first: the fault is in effect from the first shift on.
-		end := fault(env, "clock", strings.Join(names, ","), 0, fmt.Sprintf("wall clock +%s right after client %d's grant", jump, p.ID))
+		end := fault(env, "clock", strings.Join(names, ","), 0, fmt.Sprintf("wall clock %s right after client %d's grant", signed(jump), p.ID))
 		var errs []error
 		for _, n := range targets {
 			errs = append(errs, n.(clusters.ClockShifter).ShiftClock(jump))
@@ -180,4 +206,12 @@ func (*clockClient) Run(ctx context.Context, env *Env) error {
 		end("run ended")
 	}
 	return nil
+}
+
+// signed renders d with its sign: "+2s", "-1.5s".
+func signed(d time.Duration) string {
+	if d > 0 {
+		return "+" + d.String()
+	}
+	return d.String()
 }

@@ -239,7 +239,16 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		if len(a) == 0 || len(b) == 0 || !claim() {
 			continue
 		}
-		begin(shape, names(a)+" | "+names(b), 0, cross(a, b), d)
+		target := names(a) + " | " + names(b)
+		if shape == "bridge" {
+			// The node on neither side stays connected to both.
+			for _, s := range servers {
+				if !slices.Contains(a, s) && !slices.Contains(b, s) {
+					target += " (" + s.Name + " bridges them)"
+				}
+			}
+		}
+		begin(shape, target, 0, cross(a, b), d)
 		// Wait for this partition to heal before drawing the next one.
 		for {
 			mu.Lock()
