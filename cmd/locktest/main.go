@@ -31,7 +31,8 @@ const exitCodesHelp = `Exit codes:
   1    unsafe: a safety or liveness property failed (see results.json)
   2    usage or harness error (bad flags, a missing server, a misbehaving client)
   3    inconclusive: the run proves nothing either way (too few acquires,
-       a fault that never hit a lock holder, a check that could not decide)
+       a fault that never struck while the lock was held, a check that
+       could not decide)
   130  interrupted (Ctrl-C); what was recorded is kept and checked`
 
 // exitCode carries a process exit code out of a command.
@@ -62,11 +63,14 @@ func newRoot() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "locktest",
 		Short: "Fault-injection and correctness harness for distributed locks",
-		Long: `locktest starts real servers, runs a lock scheme from several client processes
-under a seeded concurrent workload, injects faults (client pauses like a
-stop-the-world GC, server pauses and crashes, client crashes), records every
-operation and checks the history for double holders, foreign releases, lost
-updates and deadlocks.
+		Long: `locktest starts real servers (Redis, Sentinel, MariaDB, ZooKeeper, etcd; as
+processes or Docker containers), runs a lock scheme from several client
+processes under a seeded concurrent workload, injects faults aimed at the
+lock holder (client pauses like a stop-the-world GC, client crashes, server
+pauses and crashes, network partitions, server and client clock jumps,
+primary failovers; ` + "`locktest list`" + ` has them all), records every operation and
+checks the history for double holders, foreign releases, fencing tokens
+granted twice, lost updates, deadlocks and linearizability.
 
 ` + exitCodesHelp,
 		SilenceUsage:  true,
