@@ -181,6 +181,7 @@ type redisNode struct {
 	clockFile string      // the shim's offset file, "" without the shim
 	bin       string      // the program, "redis-server" when empty
 	conf      string      // a config file given before the options, "" for none
+	nsPort    int         // its port inside its namespace, 6379 when 0
 
 	mu     sync.Mutex
 	addr   string
@@ -248,6 +249,9 @@ func (n *redisNode) start(ctx context.Context, port int) error {
 		p := port
 		if p == 0 && n.host != nil {
 			p = 6379 // the namespace is the node's own
+			if n.nsPort != 0 {
+				p = n.nsPort
+			}
 		} else if p == 0 {
 			var err error
 			if p, err = freePort(); err != nil {
