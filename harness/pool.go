@@ -372,6 +372,16 @@ type poolLeader struct {
 
 func (c *poolLeader) Leader(ctx context.Context) (clusters.Node, error) { return c.l.Leader(ctx) }
 
+// ServerGroups forwards the pooled cluster's server groups
+// (clusters.Grouped: the partition fault splits each on its own); one
+// group when it has none.
+func (c *poolCluster) ServerGroups() [][]clusters.Node {
+	if g, ok := c.Cluster.(clusters.Grouped); ok {
+		return g.ServerGroups()
+	}
+	return [][]clusters.Node{c.Nodes()}
+}
+
 // Net is the pooled cluster's network, which outlives the run.
 func (c *poolCluster) Net() *netns.Net { return c.e.net }
 
@@ -604,7 +614,7 @@ func sentinelMaster(ctx context.Context, nodes []clusters.Node) error {
 			master = n.Addr()
 		}
 	}
-	_, port, err := net.SplitHostPort(master)
+	host, port, err := net.SplitHostPort(master)
 	if err != nil {
 		return fmt.Errorf("no first master: %v", err)
 	}
@@ -616,7 +626,9 @@ func sentinelMaster(ctx context.Context, nodes []clusters.Node) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.Name(), err)
 		}
-		if !strings.Contains(reply, "\r\n"+port+"\r\n") {
+		// The host too: in network namespaces every data node listens on
+		// the same port.
+		if !strings.Contains(reply, "\r\n"+host+"\r\n") || !strings.Contains(reply, "\r\n"+port+"\r\n") {
 			return fmt.Errorf("%s names another master: %q", n.Name(), reply)
 		}
 	}
