@@ -127,10 +127,6 @@ func Probe() Environment {
 	return env
 }
 
-// loopbackTopologies run on loopback only (Spec.Net refused), so a
-// partition cannot cut them.
-var loopbackTopologies = map[string]bool{"redis-sentinel": true}
-
 // Applicable says whether the faults of column can hit scheme s on
 // topology, from the registries: a failover needs a topology that fails
 // over (local.FailsOver), a server clock jump a topology with the clock
@@ -139,6 +135,13 @@ var loopbackTopologies = map[string]bool{"redis-sentinel": true}
 // does not apply, reports.CellSkipped when it applies but this machine
 // cannot inject it (or lacks the servers), and "" when the cell can run.
 func Applicable(s locks.Scheme, topology, column string, env Environment) (status, reason string) {
+	return ApplicableWith(s, topology, column, nil, env)
+}
+
+// ApplicableWith is Applicable for a cell with --param settings params,
+// some of which change what a fault needs: failover=isolate needs the
+// network layer and a topology that can cut its primary off it.
+func ApplicableWith(s locks.Scheme, topology, column string, params map[string]string, env Environment) (status, reason string) {
 	if topology == "" {
 		topology = s.Topology
 	}
@@ -149,7 +152,7 @@ func Applicable(s locks.Scheme, topology, column string, env Environment) (statu
 	if err != nil {
 		return reports.CellError, err.Error()
 	}
-	needNet, needClock := false, false
+	needClock := false
 	for _, n := range ns {
 		if f, ok := n.(nemesis.FailoverNeeder); ok && f.NeedsFailover() && !local.FailsOver(topology) {
 			return reports.CellNA, fmt.Sprintf("topology %s has no primary with a replica to fail over", topology)
@@ -163,13 +166,18 @@ func Applicable(s locks.Scheme, topology, column string, env Environment) (statu
 		if n.Name() == "clock-client" && !s.ChecksValidity {
 			return reports.CellNA, fmt.Sprintf("%s never reads its own clock", s.Name)
 		}
-		if nn, ok := n.(nemesis.NetNeeder); ok && nn.NeedsNet() {
-			if loopbackTopologies[topology] {
-				return reports.CellNA, fmt.Sprintf("topology %s runs on loopback only: no network to partition", topology)
+		if f, ok := n.(nemesis.FailoverNeeder); ok && f.NeedsFailover() {
+			if mode, _ := nemesis.ParseFailover(params["failover"]); mode == nemesis.FailoverIsolate {
+				if !local.IsolatesPrimary(topology) {
+					return reports.CellNA, fmt.Sprintf("topology %s cannot cut its primary off the network (failover=isolate)", topology)
+				}
+				if env.Cluster == ClusterDocker {
+					return reports.CellNA, "failover=isolate runs on --cluster local only"
+				}
 			}
-			needNet = true
 		}
 	}
+	needNet := nemesis.NeedsNet(ns, params)
 	if env.Cluster == ClusterDocker {
 		// Containers bring their servers and the clock shim; the host
 		// needs the engine and the image.
@@ -300,7 +308,7 @@ func plan(c *Config, columns []string, env Environment) (*reports.Campaign, erro
 			if camp.Cell(cell.ID) != nil {
 				return nil, fmt.Errorf("cell %s given twice", cell.ID)
 			}
-			if st, why := Applicable(s, cc.Topology, col, env); st != "" {
+			if st, why := ApplicableWith(s, cc.Topology, col, set.Params, env); st != "" {
 				cell.Status, cell.Reason = st, why
 			}
 			cell.Summarize()

@@ -46,7 +46,8 @@ func TestApplicable(t *testing.T) {
 		{"clock on redis", "redis-lua", "", "clock", all, ""},
 		{"client clock only matters to validity checks", "redis-lua", "", "clock-client", all, reports.CellNA},
 		{"redlock checks validity", "redlock", "", "clock-client", all, ""},
-		{"sentinel runs on loopback only", "redis-sentinel", "", "partition", all, reports.CellNA},
+		{"sentinel partitions", "redis-sentinel", "", "partition", all, ""},
+		{"sentinel partitions without root are skipped", "redis-sentinel", "", "partition", noRoot, reports.CellSkipped},
 		{"partition without root is skipped", "redis-lua", "", "partition", noRoot, reports.CellSkipped},
 		{"missing server is skipped", "mysql-unique", "", "none", noMaria, reports.CellSkipped},
 		{"combination: n/a if any part is", "redis-lua", "", "pause+failover", all, reports.CellNA},
@@ -61,6 +62,23 @@ func TestApplicable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failover=isolate needs the network layer (skipped without root) and a
+// topology that can cut its primary off it (n/a elsewhere).
+func TestApplicableFailoverIsolate(t *testing.T) {
+	isolate := map[string]string{"failover": "isolate"}
+	noRoot := campaigns.Environment{NetErr: errors.New("partitions need root")}
+	st, why := campaigns.ApplicableWith(scheme(t, "redis-sentinel"), "", "failover", isolate, campaigns.Environment{})
+	require.Empty(t, st, why)
+	st, why = campaigns.ApplicableWith(scheme(t, "redis-sentinel"), "", "failover", isolate, noRoot)
+	require.Equal(t, reports.CellSkipped, st, why)
+	st, why = campaigns.ApplicableWith(scheme(t, "redis-sentinel"), "", "failover", nil, noRoot)
+	require.Empty(t, st, "the kill needs no root: %s", why)
+	st, why = campaigns.ApplicableWith(scheme(t, "mysql-get-lock"), "mysql-replicated", "failover", isolate, campaigns.Environment{})
+	require.Equal(t, reports.CellNA, st, why)
+	st, why = campaigns.ApplicableWith(scheme(t, "redis-sentinel"), "", "failover", isolate, campaigns.Environment{Cluster: campaigns.ClusterDocker})
+	require.Equal(t, reports.CellNA, st, why)
 }
 
 func TestParseConfig(t *testing.T) {

@@ -48,6 +48,24 @@ type Failoverer interface {
 	Rejoin(ctx context.Context) error
 }
 
+// Isolator is a Failoverer that can also fail its primary by cutting it
+// off the network instead of killing it (the failover fault's --param
+// failover=isolate): the primary keeps running with its data, and Rejoin
+// heals it, so that it comes back with that stale data until the
+// topology demotes it.
+type Isolator interface {
+	IsolatePrimary(ctx context.Context) (string, error)
+}
+
+// Grouped is a topology whose servers play different parts (Sentinel's
+// data nodes and Sentinels). The partition fault splits each group on its
+// own, so that both sides of a split get members of every group; a
+// topology that is not Grouped is one group.
+type Grouped interface {
+	// ServerGroups returns the nodes, each in exactly one group.
+	ServerGroups() [][]Node
+}
+
 // Leader is a replicated topology with an elected leader (ZooKeeper,
 // etcd). The kill and pause-server faults aim at it with --param
 // kill=leader / pause-server=leader.

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/workloads"
 )
@@ -231,6 +233,42 @@ func TestValidate(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 			require.NotContains(t, err.Error(), "\n")
 		})
+	}
+}
+
+// --param failover: kill (the default) or isolate, which only
+// redis-sentinel on the local backend can do, and which needs root.
+func TestValidateFailoverParam(t *testing.T) {
+	cases := []struct {
+		name, lock, topology, nemesis, cluster, mode, want string
+	}{
+		{"unknown mode", "redis-sentinel", "", "failover", "local", "drop", `--param failover: unknown failover mode "drop" (known: kill, isolate)`},
+		{"isolate on mysql", "mysql-get-lock", "mysql-replicated", "failover", "local", "isolate", "--param failover=isolate needs a topology that can cut its primary off the network (redis-sentinel); mysql-replicated kills its primary"},
+		{"isolate on docker", "redis-sentinel", "", "failover", "docker", "isolate", "--param failover=isolate runs on --cluster local only"},
+		{"without the failover fault", "redis-sentinel", "", "pause", "local", "isolate", "--param failover sets the failover fault, which this run does not inject"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := baseOptions(t, tc.lock, tc.nemesis, 1)
+			o.Topology, o.Cluster = tc.topology, tc.cluster
+			o.Params = map[string]string{"failover": tc.mode}
+			_, _, _, err := o.Validate()
+			require.ErrorAs(t, err, new(UsageError))
+			require.Contains(t, err.Error(), tc.want)
+			require.NotContains(t, err.Error(), "\n")
+		})
+	}
+	for _, mode := range []string{"kill", "isolate"} {
+		o := baseOptions(t, "redis-sentinel", "failover", 1)
+		o.Params = map[string]string{"failover": mode}
+		_, _, _, err := o.Validate()
+		if mode == "isolate" && netns.Available() != nil {
+			require.ErrorContains(t, err, "failover with --param failover=isolate cannot run")
+			continue
+		}
+		if len(clusters.Missing("redis-sentinel")) == 0 {
+			require.NoError(t, err, mode)
+		}
 	}
 }
 

@@ -107,7 +107,7 @@ func PoolKey(o Options) string {
 	if needsClockShim(ns) {
 		key += "+clock"
 	}
-	if needsNet(ns) {
+	if needsNet(ns, o.Params) {
 		key += "+net"
 	}
 	var set []string
@@ -148,7 +148,7 @@ func (p *Pool) covers(o Options) bool { return p != nil && PoolKey(o) != "" }
 func (p *Pool) backend(o Options, names []string) clusters.Backend {
 	s, _ := locks.Lookup(o.Lock)
 	ns, _, _ := nemesis.Parse(o.Nemesis)
-	return poolBackend{p: p, key: PoolKey(o), net: needsNet(ns), reuse: reusable(o.topologyOf(s), names)}
+	return poolBackend{p: p, key: PoolKey(o), net: needsNet(ns, o.Params), reuse: reusable(o.topologyOf(s), names)}
 }
 
 type poolBackend struct {
@@ -371,6 +371,16 @@ type poolLeader struct {
 }
 
 func (c *poolLeader) Leader(ctx context.Context) (clusters.Node, error) { return c.l.Leader(ctx) }
+
+// ServerGroups forwards the pooled cluster's server groups
+// (clusters.Grouped: the partition fault splits each on its own); one
+// group when it has none.
+func (c *poolCluster) ServerGroups() [][]clusters.Node {
+	if g, ok := c.Cluster.(clusters.Grouped); ok {
+		return g.ServerGroups()
+	}
+	return [][]clusters.Node{c.Nodes()}
+}
 
 // Net is the pooled cluster's network, which outlives the run.
 func (c *poolCluster) Net() *netns.Net { return c.e.net }
@@ -604,7 +614,7 @@ func sentinelMaster(ctx context.Context, nodes []clusters.Node) error {
 			master = n.Addr()
 		}
 	}
-	_, port, err := net.SplitHostPort(master)
+	host, port, err := net.SplitHostPort(master)
 	if err != nil {
 		return fmt.Errorf("no first master: %v", err)
 	}
@@ -616,7 +626,9 @@ func sentinelMaster(ctx context.Context, nodes []clusters.Node) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.Name(), err)
 		}
-		if !strings.Contains(reply, "\r\n"+port+"\r\n") {
+		// The host too: in network namespaces every data node listens on
+		// the same port.
+		if !strings.Contains(reply, "\r\n"+host+"\r\n") || !strings.Contains(reply, "\r\n"+port+"\r\n") {
 			return fmt.Errorf("%s names another master: %q", n.Name(), reply)
 		}
 	}

@@ -202,7 +202,17 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	if m := clusters.Missing(topology); len(m) > 0 && o.Cluster == "local" {
 		return s, nil, nil, UsageError{clusters.MissingError(m)}
 	}
-	if needsNet(ns) {
+	if mode, err := nemesis.ParseFailover(o.Params["failover"]); err != nil {
+		return s, nil, nil, usage("--param failover: %v", err)
+	} else if mode == nemesis.FailoverIsolate && needsFailover(ns) {
+		switch {
+		case o.Cluster != "local":
+			return s, nil, nil, usage("--param failover=isolate runs on --cluster local only")
+		case !local.IsolatesPrimary(topology):
+			return s, nil, nil, usage("--param failover=isolate needs a topology that can cut its primary off the network (redis-sentinel); %s kills its primary (failover=kill)", topology)
+		}
+	}
+	if needsNet(ns, o.Params) {
 		if err := nemesis.NetUnavailable(netns.Available()); err != nil {
 			return s, nil, nil, UsageError{err}
 		}
@@ -250,7 +260,7 @@ func FaultSizing(topology string, nemeses []string) (ttl time.Duration, hold wor
 }
 
 // faultParams are the --param keys the faults read, each named after its fault.
-var faultParams = []string{"pause", "pause-server", "kill", "partition", "clock"}
+var faultParams = []string{"pause", "pause-server", "kill", "partition", "clock", "failover"}
 
 // KnownParam reports whether some fault, scheme or topology reads the
 // --param key, and whether a run of scheme on topology with faults
@@ -351,13 +361,10 @@ func needsClockShim(ns []nemesis.Nemesis) bool {
 	return false
 }
 
-func needsNet(ns []nemesis.Nemesis) bool {
-	for _, n := range ns {
-		if nn, ok := n.(nemesis.NetNeeder); ok && nn.NeedsNet() {
-			return true
-		}
-	}
-	return false
+// needsNet: the run's faults need the network layer with its --param
+// settings (partitions; failover=isolate).
+func needsNet(ns []nemesis.Nemesis, params map[string]string) bool {
+	return nemesis.NeedsNet(ns, params)
 }
 
 // Run runs one cell. ctx is the interrupt: when it is done the run heals its
@@ -432,11 +439,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	var network *netns.Net
 	var netID string
-	if needsNet(nemeses) && o.Cluster != "local" {
+	if needsNet(nemeses, o.Params) && o.Cluster != "local" {
 		// The container backends bring their own network (clusters.Networked).
 		spec.NetID = netns.Prefix + fmt.Sprintf("%x", started.UnixNano()%0xffffff) + fmt.Sprintf("%x", os.Getpid()%0xfff)
 		tracker.SetNet(spec.NetID)
-	} else if needsNet(nemeses) && !pooled {
+	} else if needsNet(nemeses, o.Params) && !pooled {
 		netID = netns.Prefix + fmt.Sprintf("%x%x%02x", started.UnixNano()%0xffffff, os.Getpid()%0xfff, seq&0xff)
 		tracker.SetNet(netID)
 		if network, err = netns.New(netID); err != nil {

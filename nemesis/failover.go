@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,15 +27,59 @@ const failoverLimit = 60 * time.Second
 // and the fault ends when the old primary, down for 1-2 s, has rejoined as
 // a replica of the new one. The next failover waits for a grant at least
 // 1-2 s after that. A topology that cannot fail over is an error.
+//
+// --param failover=isolate (topologies that are a clusters.Isolator:
+// redis-sentinel on the local backend) fails the primary by cutting it off
+// the network instead of killing it: DROP rules in its namespace, healed
+// when the fault ends, so the old primary comes back with its stale data
+// and is demoted by the topology.
 type failover struct{}
+
+// Failover modes (--param failover=MODE).
+const (
+	FailoverKill    = "kill"
+	FailoverIsolate = "isolate"
+)
+
+// ParseFailover reads the failover param ("" means kill).
+func ParseFailover(s string) (string, error) {
+	switch m := strings.TrimSpace(s); m {
+	case "", FailoverKill:
+		return FailoverKill, nil
+	case FailoverIsolate:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown failover mode %q (known: %s, %s)", s, FailoverKill, FailoverIsolate)
+}
 
 func (*failover) Name() string        { return "failover" }
 func (*failover) NeedsFailover() bool { return true }
+
+// NeedsNetWith: isolating the primary needs the network layer; killing it
+// does not.
+func (*failover) NeedsNetWith(params map[string]string) bool {
+	m, err := ParseFailover(params["failover"])
+	return err == nil && m == FailoverIsolate
+}
+
+func (*failover) NetSetting() string { return "failover=" + FailoverIsolate }
 
 func (*failover) Run(ctx context.Context, env *Env) error {
 	fo, ok := env.Cluster.(clusters.Failoverer)
 	if !ok {
 		return fmt.Errorf("topology %s cannot fail over: it has no primary with a replica to promote", env.Cluster.Topology())
+	}
+	mode, err := ParseFailover(env.Params["failover"])
+	if err != nil {
+		return err
+	}
+	failPrimary, how, back := fo.FailPrimary, "fail", "rejoined as a replica"
+	if mode == FailoverIsolate {
+		iso, ok := env.Cluster.(clusters.Isolator)
+		if !ok || env.Net == nil {
+			return fmt.Errorf("failover=isolate: topology %s cannot isolate its primary (redis-sentinel with the network layer can)", env.Cluster.Topology())
+		}
+		failPrimary, how, back = iso.IsolatePrimary, "isolate", "healed, came back with its stale data and rejoined as a replica"
 	}
 	r := rng(env, "failover")
 	var mu sync.Mutex
@@ -63,12 +108,12 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 		// begun here has rejoined before Run returns.
 		wg.Add(1)
 		mu.Unlock()
-		end := fault(env, "failover", "primary", p.ID, fmt.Sprintf("fail the primary right after client %d's grant and promote a replica", p.ID))
+		end := fault(env, "failover", "primary", p.ID, fmt.Sprintf("%s the primary right after client %d's grant and promote a replica", how, p.ID))
 		// The holder goes on while the topology fails over, as it would.
 		go func() {
 			defer wg.Done()
 			fctx, cancel := context.WithTimeout(context.Background(), failoverLimit)
-			line, err := fo.FailPrimary(fctx)
+			line, err := failPrimary(fctx)
 			cancel()
 			if err != nil {
 				end("failover failed: " + err.Error())
@@ -87,7 +132,7 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 				fail(fmt.Errorf("rejoin: %w", err))
 				return
 			}
-			end(line + "; the old primary rejoined as a replica")
+			end(line + "; the old primary " + back)
 			mu.Lock()
 			busy = false
 			next = time.Now().Add(cool)

@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,4 +34,29 @@ func TestParsePause(t *testing.T) {
 			require.Equal(t, tc.hi, hi)
 		})
 	}
+}
+
+// failover needs the network layer only to isolate the primary, and the
+// no-root message says so.
+func TestFailoverNeedsNetToIsolate(t *testing.T) {
+	ns, _, err := Parse("failover")
+	require.NoError(t, err)
+	require.False(t, NeedsNet(ns, nil))
+	require.False(t, NeedsNet(ns, map[string]string{"failover": "kill"}))
+	require.True(t, NeedsNet(ns, map[string]string{"failover": "isolate"}))
+	ns, _, err = Parse("pause,partition")
+	require.NoError(t, err)
+	require.True(t, NeedsNet(ns, nil))
+
+	msg := NetUnavailable(errors.New("network faults need root")).Error()
+	require.Contains(t, msg, "partition, failover with --param failover=isolate cannot run")
+	require.Contains(t, msg, "clock-client, failover work without it")
+
+	for in, want := range map[string]string{"": FailoverKill, "kill": FailoverKill, "isolate": FailoverIsolate} {
+		got, err := ParseFailover(in)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	_, err = ParseFailover("pause")
+	require.ErrorContains(t, err, "known: kill, isolate")
 }

@@ -73,6 +73,27 @@ type Nemesis interface {
 // NetNeeder is a nemesis that needs the network layer (namespaces).
 type NetNeeder interface{ NeedsNet() bool }
 
+// ParamNetNeeder is a nemesis that needs the network layer with some
+// --param settings only (failover=isolate).
+type ParamNetNeeder interface {
+	NeedsNetWith(params map[string]string) bool
+	NetSetting() string // the setting that needs it, e.g. "failover=isolate"
+}
+
+// NeedsNet reports whether the nemeses ns need the network layer with the
+// run's --param settings params.
+func NeedsNet(ns []Nemesis, params map[string]string) bool {
+	for _, n := range ns {
+		if nn, ok := n.(NetNeeder); ok && nn.NeedsNet() {
+			return true
+		}
+		if pn, ok := n.(ParamNetNeeder); ok && pn.NeedsNetWith(params) {
+			return true
+		}
+	}
+	return false
+}
+
 // Info describes a nemesis for `locktest list`.
 type Info struct {
 	Name    string
@@ -90,7 +111,7 @@ var All = []Info{
 	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime); --param clock=back (or forward,back) jumps back instead: leases outlive their TTL until the clock is set right, which is a forward jump", func() Nemesis { return &clock{} }},
 	{"clock-client", "turn the holder's own clock back by 1-3x the TTL right after it acquires (matters for clients that check their lease validity)", func() Nemesis { return &clockClient{} }},
 	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }},
-	{"failover", "kill -9 the primary right after a grant and promote its replica, as an operator would; the old primary rejoins as a replica 1-2 s later (replicated topologies: --topology mysql-replicated)", func() Nemesis { return &failover{} }},
+	{"failover", "kill -9 the primary right after a grant and promote its replica (Sentinel does, or the harness as an operator would); the old primary rejoins as a replica 1-2 s later (replicated topologies: redis-sentinel, --topology mysql-replicated); --param failover=isolate on redis-sentinel cuts the master off the network instead (needs root) and heals it 1-2 s later: it comes back with its stale data until Sentinel demotes it", func() Nemesis { return &failover{} }},
 }
 
 // NetUnavailable completes err, why the network layer cannot work here,
@@ -104,8 +125,12 @@ func NetUnavailable(err error) error {
 		if info.New == nil {
 			continue
 		}
-		if nn, ok := info.New().(NetNeeder); ok && nn.NeedsNet() {
+		n := info.New()
+		if nn, ok := n.(NetNeeder); ok && nn.NeedsNet() {
 			need = append(need, info.Name)
+		} else if pn, ok := n.(ParamNetNeeder); ok {
+			need = append(need, info.Name+" with --param "+pn.NetSetting())
+			work = append(work, info.Name)
 		} else {
 			work = append(work, info.Name)
 		}

@@ -59,11 +59,10 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		return err
 	}
 	r := rng(env, "partition")
+	groups := serverGroups(env.Cluster)
 	var servers []*netns.Host
-	for _, n := range env.Cluster.Nodes() {
-		if h, ok := n.(clusters.Hosted); ok && h.Host() != nil {
-			servers = append(servers, h.Host())
-		}
+	for _, g := range groups {
+		servers = append(servers, g...)
 	}
 	if len(servers) == 0 {
 		return errors.New("no server has a network namespace")
@@ -145,7 +144,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 				d = scaled(r, env.TTL, 1.5, 3)
 				cut = servers
 				if shape == "holder-minority" {
-					cut = pick(r, servers, (len(servers)-1)/2)
+					cut = minority(r, groups)
 				}
 				nextHolder = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
 			}
@@ -231,7 +230,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 			}
 		}
 		slices.SortFunc(clients, func(a, b *netns.Host) int { return strings.Compare(a.Name, b.Name) })
-		a, b := shapeSides(r, shape, servers, clients)
+		a, b := groupedSides(r, shape, groups, clients)
 		mu.Unlock()
 		if shape == "isolate-leader" {
 			a, b = leaderSides(ctx, leader, servers, clients)
@@ -267,39 +266,112 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// shapeSides returns the two sides of a timed shape. For "bridge" the
-// shared node is on both sides: it is cut from nobody.
+// serverGroups returns the namespaces of the cluster's servers, by group
+// (clusters.Grouped; one group for a topology whose servers are all
+// alike).
+//
+// Every server counts, Sentinels included: a Sentinel is a server process
+// of the topology, and cutting it is a fault of its own (an isolated
+// Sentinel must not promote anything alone; a client cut from the
+// Sentinels cannot find the master after a failover). The groups matter to
+// the shapes that cut the servers in parts, so that each part is a
+// plausible piece of the topology rather than, say, all three Sentinels on
+// one side and every data node on the other:
+//   - split halves each group on its own: on redis-sentinel one data node
+//     and one Sentinel against two and two. The majority side has a
+//     majority of the Sentinels (2 of 3, the quorum), so when the master
+//     falls on the minority side the majority side can promote a replica
+//     while clients on the minority side still write to the old master:
+//     Sentinel's split brain.
+//   - bridge puts one member of each group (of 3 or more) on both sides:
+//     a data node and a Sentinel that see everyone.
+//   - holder-minority cuts the holder from a minority of each group (a
+//     data node, which may be the master, and a Sentinel).
+//   - isolate-server, isolate-holder and lost-reply take the servers as
+//     one list: one server of any kind, or all of them.
+func serverGroups(cl clusters.Cluster) [][]*netns.Host {
+	nodes := [][]clusters.Node{cl.Nodes()}
+	if g, ok := cl.(clusters.Grouped); ok {
+		nodes = g.ServerGroups()
+	}
+	var out [][]*netns.Host
+	for _, g := range nodes {
+		var hs []*netns.Host
+		for _, n := range g {
+			if h, ok := n.(clusters.Hosted); ok && h.Host() != nil {
+				hs = append(hs, h.Host())
+			}
+		}
+		if len(hs) > 0 {
+			out = append(out, hs)
+		}
+	}
+	return out
+}
+
+// minority picks a minority of each group: what holder-minority cuts the
+// holder from.
+func minority(r *rand.Rand, groups [][]*netns.Host) []*netns.Host {
+	var out []*netns.Host
+	for _, g := range groups {
+		out = append(out, pick(r, g, (len(g)-1)/2)...)
+	}
+	return out
+}
+
+// shapeSides returns the two sides of a timed shape over servers of one
+// group (see groupedSides).
 func shapeSides(r *rand.Rand, shape string, servers, clients []*netns.Host) (a, b []*netns.Host) {
-	ss := shuffled(r, servers)
-	switch shape {
-	case "isolate-server":
+	return groupedSides(r, shape, [][]*netns.Host{servers}, clients)
+}
+
+// groupedSides returns the two sides of a timed shape. split and bridge cut
+// each group of servers on its own (see serverGroups); with one group they
+// draw exactly what they drew before groups existed. For "bridge" the
+// shared nodes are on neither list: they are cut from nobody.
+func groupedSides(r *rand.Rand, shape string, groups [][]*netns.Host, clients []*netns.Host) (a, b []*netns.Host) {
+	if shape == "isolate-server" {
+		var servers []*netns.Host
+		for _, g := range groups {
+			servers = append(servers, g...)
+		}
+		ss := shuffled(r, servers)
 		a = slices.Clone(ss[:1])
 		b = append(append([]*netns.Host(nil), ss[1:]...), clients...)
-	case "split":
-		half := len(ss) / 2
-		// Copies: appending clients to a must not overwrite b's servers
-		// (a and b would share ss's array).
-		a, b = slices.Clone(ss[:half]), slices.Clone(ss[half:])
-		for _, c := range shuffled(r, clients) {
-			if r.IntN(2) == 0 {
-				a = append(a, c)
-			} else {
-				b = append(b, c)
-			}
+		return a, b
+	}
+	if shape != "split" && shape != "bridge" {
+		// isolate-leader: its sides come from the leader. The draw the
+		// shape has always made is kept, so that seeded schedules stay.
+		var servers []*netns.Host
+		for _, g := range groups {
+			servers = append(servers, g...)
 		}
-	case "bridge":
-		if len(ss) < 3 {
-			return nil, nil
-		}
-		mid := len(ss) / 2
-		// ss[mid] is the bridge: it stays connected to both halves.
-		a, b = slices.Clone(ss[:mid]), slices.Clone(ss[mid+1:])
-		for _, c := range shuffled(r, clients) {
-			if r.IntN(2) == 0 {
-				a = append(a, c)
-			} else {
-				b = append(b, c)
+		shuffled(r, servers)
+		return nil, nil
+	}
+	for _, g := range groups {
+		ss := shuffled(r, g)
+		switch shape {
+		case "split":
+			half := len(ss) / 2
+			// Appended, copied: adding clients to a must not overwrite
+			// b's servers (a and b would share ss's array).
+			a, b = append(a, ss[:half]...), append(b, ss[half:]...)
+		case "bridge":
+			if len(ss) < 3 {
+				return nil, nil
 			}
+			mid := len(ss) / 2
+			// ss[mid] is the bridge: it stays connected to both halves.
+			a, b = append(a, ss[:mid]...), append(b, ss[mid+1:]...)
+		}
+	}
+	for _, c := range shuffled(r, clients) {
+		if r.IntN(2) == 0 {
+			a = append(a, c)
+		} else {
+			b = append(b, c)
 		}
 	}
 	return a, b

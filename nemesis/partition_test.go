@@ -3,6 +3,7 @@ package nemesis
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,5 +47,53 @@ func TestShapeSidesKeepEveryServer(t *testing.T) {
 				require.Equal(t, want, got, "%s, %d servers, seed %d: servers lost from the sides", shape, ns, seed)
 			}
 		}
+	}
+}
+
+// On a topology whose servers play different parts (Sentinel: data nodes
+// and Sentinels), split and bridge cut each group on its own, so that both
+// sides get members of every group, and holder-minority takes a minority
+// of each.
+func TestGroupedSides(t *testing.T) {
+	hosts := func(prefix string, n int) []*netns.Host {
+		var out []*netns.Host
+		for i := 1; i <= n; i++ {
+			out = append(out, &netns.Host{Name: fmt.Sprintf("%s-%d", prefix, i)})
+		}
+		return out
+	}
+	group := func(hs []*netns.Host) map[string]int {
+		out := map[string]int{}
+		for _, h := range hs {
+			kind, _, _ := strings.Cut(h.Name, "-")
+			out[kind]++
+		}
+		return out
+	}
+	for seed := uint64(0); seed < 20; seed++ {
+		r := rand.New(rand.NewPCG(seed, 1))
+		groups := [][]*netns.Host{hosts("redis", 3), hosts("sentinel", 3)}
+		clients := hosts("client", 5)
+
+		a, b := groupedSides(r, "split", groups, clients)
+		require.Equal(t, 1, group(a)["redis"], "seed %d", seed)
+		require.Equal(t, 1, group(a)["sentinel"], "seed %d", seed)
+		require.Equal(t, 2, group(b)["redis"], "seed %d", seed)
+		require.Equal(t, 2, group(b)["sentinel"], "seed %d: the majority side has the Sentinels' quorum", seed)
+		require.Equal(t, 5, group(a)["client"]+group(b)["client"])
+
+		a, b = groupedSides(r, "bridge", groups, clients)
+		for _, side := range []map[string]int{group(a), group(b)} {
+			require.Equal(t, 1, side["redis"], "seed %d", seed)
+			require.Equal(t, 1, side["sentinel"], "seed %d", seed)
+		}
+		require.Equal(t, 5, group(a)["client"]+group(b)["client"])
+
+		a, b = groupedSides(r, "isolate-server", groups, clients)
+		require.Len(t, a, 1)
+		require.Len(t, b, 5+5)
+
+		m := group(minority(r, groups))
+		require.Equal(t, map[string]int{"redis": 1, "sentinel": 1}, m, "seed %d", seed)
 	}
 }

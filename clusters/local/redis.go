@@ -53,6 +53,9 @@ type Topology struct {
 	// ClockShim: the servers can run under the per-server clock shim
 	// (Spec.ClockShim), their nodes are clusters.ClockShifter.
 	ClockShim bool
+	// Isolates: started with Spec.Net, the cluster is a
+	// clusters.Isolator (the failover fault's failover=isolate).
+	Isolates bool
 }
 
 // Topologies is the registry of the local backend's topologies.
@@ -61,7 +64,7 @@ var Topologies = []Topology{
 	{Name: "redis5", Start: func(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
 		return startRedisMasters(ctx, s, 5)
 	}, ClockShim: true},
-	{Name: "redis-sentinel", Start: startRedisSentinel, FailsOver: true, ClockShim: true},
+	{Name: "redis-sentinel", Start: startRedisSentinel, FailsOver: true, ClockShim: true, Isolates: true},
 	{Name: "mysql", Start: startMySQL, ClockShim: true},
 	{Name: "mysql-replicated", Start: startMySQLReplicated, FailsOver: true, ClockShim: true},
 	{Name: "zk3", Start: portRaceRetry(startZK)},
@@ -73,6 +76,17 @@ func FailsOver(topology string) bool {
 	for _, t := range Topologies {
 		if t.Name == topology {
 			return t.FailsOver
+		}
+	}
+	return false
+}
+
+// IsolatesPrimary reports whether topology can fail its primary by
+// isolating it (see Topology).
+func IsolatesPrimary(topology string) bool {
+	for _, t := range Topologies {
+		if t.Name == topology {
+			return t.Isolates
 		}
 	}
 	return false
@@ -181,6 +195,7 @@ type redisNode struct {
 	clockFile string      // the shim's offset file, "" without the shim
 	bin       string      // the program, "redis-server" when empty
 	conf      string      // a config file given before the options, "" for none
+	nsPort    int         // its port inside its namespace, 6379 when 0
 
 	mu     sync.Mutex
 	addr   string
@@ -248,6 +263,9 @@ func (n *redisNode) start(ctx context.Context, port int) error {
 		p := port
 		if p == 0 && n.host != nil {
 			p = 6379 // the namespace is the node's own
+			if n.nsPort != 0 {
+				p = n.nsPort
+			}
 		} else if p == 0 {
 			var err error
 			if p, err = freePort(); err != nil {

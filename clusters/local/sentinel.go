@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/recipe"
@@ -28,10 +30,21 @@ type sentinelCluster struct {
 
 var _ clusters.Failoverer = (*sentinelCluster)(nil)
 
+// sentinelPort is a Sentinel's port inside its own namespace (its usual
+// one); the data nodes listen on 6379 in theirs.
+const sentinelPort = 26379
+
+// With Spec.Net every data node and every Sentinel runs in its own network
+// namespace of the run, with its own address, as the redis5 topology's
+// servers do, and the clients in theirs: a partition can cut any of them
+// from any other. The Sentinels monitor the master by its namespace
+// address and announce their own (sentinel announce-ip), the data nodes
+// announce theirs to their master (replica-announce-ip), so every address
+// a Sentinel hands a client, before or after a failover, is one the
+// clients' namespaces reach through the run's bridge. The harness's own
+// connections (readiness, the failover steps) are dialled from inside the
+// namespace of the server they go to, which no partition cuts.
 func startRedisSentinel(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
-	if s.Net != nil {
-		return nil, errors.New("the redis-sentinel topology runs on loopback only: it has no network namespaces yet")
-	}
 	c := &sentinelCluster{cluster: cluster{topology: s.Topology}}
 	started := false
 	defer func() {
@@ -53,10 +66,19 @@ func startRedisSentinel(ctx context.Context, s clusters.Spec) (clusters.Cluster,
 	}
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("sentinel-%d", i)
-		n := &redisNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker, bin: "redis-sentinel"}
+		n := &redisNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker, bin: "redis-sentinel", nsPort: sentinelPort}
 		n.conf = filepath.Join(n.dir, "sentinel.conf")
 		c.sentinels = append(c.sentinels, n)
 		c.nodes = append(c.nodes, n)
+	}
+	if s.Net != nil {
+		for _, n := range c.nodes {
+			h, err := s.Net.AddHost(n.name)
+			if err != nil {
+				return nil, err
+			}
+			n.host = h
+		}
 	}
 
 	master := c.data[0]
@@ -79,11 +101,49 @@ func startRedisSentinel(ctx context.Context, s clusters.Spec) (clusters.Cluster,
 	for _, n := range c.sentinels {
 		c.Sentinel.Sentinels = append(c.Sentinel.Sentinels, n)
 	}
+	if s.Net != nil {
+		c.Sentinel.Dial = c.dial
+		c.Sentinel.Isolate = func(ctx context.Context, node clusters.Node) (func(context.Context) error, error) {
+			n := c.node(node.Addr())
+			if n == nil || n.host == nil {
+				return nil, fmt.Errorf("%s has no network namespace", node.Name())
+			}
+			if err := s.Net.Isolate(ctx, n.host); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error { return s.Net.Unisolate(ctx, n.host) }, nil
+		}
+	}
 	if err := c.WaitReady(ctx, recipe.SentinelReadyLimit); err != nil {
 		return nil, err
 	}
 	started = true
 	return c, nil
+}
+
+// node returns the server at addr, nil if none is.
+func (c *sentinelCluster) node(addr string) *redisNode {
+	for _, n := range c.nodes {
+		if n.Addr() == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// dial connects the harness to the server at addr from inside that
+// server's namespace: its own address, reached through the namespace's
+// loopback, where neither a partition nor an isolation drops anything.
+func (c *sentinelCluster) dial(ctx context.Context, addr string) (net.Conn, error) {
+	n := c.node(addr)
+	if n == nil || n.host == nil {
+		return nil, fmt.Errorf("%s is no server of this topology in a network namespace", addr)
+	}
+	timeout := 500 * time.Millisecond
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		timeout = max(time.Until(d), time.Millisecond)
+	}
+	return n.host.Dial(addr, timeout)
 }
 
 // startAll writes each node's config with conf and starts the nodes in
@@ -106,7 +166,8 @@ func startAll(ctx context.Context, nodes []*redisNode, conf func(*redisNode) err
 	return errors.Join(errs...)
 }
 
-// writeDataConf writes a data node's config file (recipe.RedisDataConf).
+// writeDataConf writes a data node's config file (recipe.RedisDataConf),
+// announcing its namespace address when it has one.
 func writeDataConf(n *redisNode, master string) error {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return err
@@ -115,11 +176,15 @@ func writeDataConf(n *redisNode, master string) error {
 	if err != nil {
 		return err
 	}
+	if n.host != nil {
+		conf += recipe.ReplicaAnnounce(n.host.IP)
+	}
 	return os.WriteFile(n.conf, []byte(conf), 0o644)
 }
 
 // writeSentinelConf writes a Sentinel's own config file, which it rewrites
-// as it learns (recipe.SentinelConf).
+// as it learns (recipe.SentinelConf), announcing its namespace address when
+// it has one.
 func writeSentinelConf(n *redisNode, master string) error {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return err
@@ -127,6 +192,9 @@ func writeSentinelConf(n *redisNode, master string) error {
 	conf, err := recipe.SentinelConf(master)
 	if err != nil {
 		return err
+	}
+	if n.host != nil {
+		conf += recipe.SentinelAnnounce(n.host.IP, sentinelPort)
 	}
 	return os.WriteFile(n.conf, []byte(conf), 0o644)
 }

@@ -3,7 +3,10 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/netns"
 )
 
 func needSentinel(t *testing.T) {
@@ -117,4 +121,120 @@ func TestSentinelTopology(t *testing.T) {
 		require.NotZero(t, n.PID(), "%s runs", n.Name())
 		pids = append(pids, n.PID())
 	}
+}
+
+func needNet(t *testing.T) {
+	t.Helper()
+	if err := netns.Available(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("network layer unavailable under CI: %v", err)
+		}
+		t.Skip(err.Error())
+	}
+}
+
+// With a network, every server of the topology has its own namespace and
+// address, the Sentinels hand clients (in namespaces of their own) the
+// namespace addresses, and a partition that cuts the master from every
+// other host gets a replica promoted, which the clients then reach through
+// Sentinel.
+func TestSentinelTopologyInNamespaces(t *testing.T) {
+	needSentinel(t)
+	needNet(t)
+	ctx := context.Background()
+	id := fmt.Sprintf("ltts%x", os.Getpid()%0xffff)
+	nw, err := netns.New(id)
+	require.NoError(t, err)
+	defer func() {
+		require.NoError(t, nw.Close())
+		require.Empty(t, netns.Names(id), "namespaces left behind")
+	}()
+	start := time.Now()
+	cl, err := Backend{}.Start(ctx, clusters.Spec{Topology: "redis-sentinel", Dir: t.TempDir(), Net: nw})
+	require.NoError(t, err)
+	t.Logf("up in namespaces in %s", time.Since(start).Round(time.Millisecond))
+	var pids []int
+	defer func() {
+		require.NoError(t, cl.Stop(ctx))
+		for _, pid := range pids {
+			require.Error(t, syscall.Kill(pid, 0), "pid %d still runs after Stop", pid)
+		}
+	}()
+	hosts := map[string]*netns.Host{}
+	ips := map[string]bool{}
+	for _, n := range cl.Nodes() {
+		h := n.(clusters.Hosted).Host()
+		require.NotNil(t, h, "%s has a namespace", n.Name())
+		require.True(t, strings.HasPrefix(h.NS, id+"-"), "%s: namespace %s carries the run prefix", n.Name(), h.NS)
+		require.Equal(t, h.IP, strings.Split(n.Addr(), ":")[0], "%s listens on its namespace address", n.Name())
+		require.False(t, ips[h.IP], "%s: address %s given twice", n.Name(), h.IP)
+		ips[h.IP] = true
+		hosts[n.Addr()] = h
+		pids = append(pids, n.PID())
+	}
+	for _, a := range cl.Addrs() {
+		require.True(t, strings.HasSuffix(a, ":26379"), "clients get the sentinels: %s", a)
+	}
+
+	// What the Sentinels know of each other and of the replicas: namespace
+	// addresses only.
+	s1 := cl.Nodes()[3]
+	adm := redis.NewClient(&redis.Options{Addr: s1.Addr(), Protocol: 2, DisableIdentity: true,
+		Dialer: func(_ context.Context, _, addr string) (net.Conn, error) { return hosts[addr].Dial(addr, time.Second) }})
+	defer adm.Close()
+	for _, cmd := range [][]any{{"SENTINEL", "SENTINELS", clusters.SentinelMaster}, {"SENTINEL", "REPLICAS", clusters.SentinelMaster}} {
+		v, err := adm.Do(ctx, cmd...).Slice()
+		require.NoError(t, err)
+		require.Len(t, v, 2, "%v", cmd)
+		for _, e := range v {
+			f := map[string]string{}
+			kv := e.([]any)
+			for i := 0; i+1 < len(kv); i += 2 {
+				f[fmt.Sprint(kv[i])] = fmt.Sprint(kv[i+1])
+			}
+			require.Contains(t, hosts, f["ip"]+":"+f["port"], "%v names %s:%s, no server's namespace address", cmd, f["ip"], f["port"])
+		}
+	}
+
+	// A client in its own namespace finds the master through Sentinel.
+	ch, err := nw.AddHost("client-1")
+	require.NoError(t, err)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName: clusters.SentinelMaster, SentinelAddrs: cl.Addrs(), MaxRetries: -1,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond,
+		Protocol: 2, DisableIdentity: true,
+		Dialer: func(_ context.Context, _, addr string) (net.Conn, error) { return ch.Dial(addr, 200*time.Millisecond) },
+	})
+	defer rdb.Close()
+	require.NoError(t, rdb.Set(ctx, "k", "before", 0).Err())
+
+	// The master cut from every other host, as the partition fault's
+	// isolate-server does: the Sentinels promote a replica.
+	old := cl.Nodes()[0]
+	oh := hosts[old.Addr()]
+	var pairs [][2]*netns.Host
+	for _, h := range nw.Hosts() {
+		pairs = append(pairs, [2]*netns.Host{oh, h})
+	}
+	cut := time.Now()
+	require.NoError(t, nw.Block(ctx, pairs))
+	var newMaster string
+	require.Eventually(t, func() bool {
+		v, err := adm.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", clusters.SentinelMaster).StringSlice()
+		if err == nil && len(v) == 2 && v[0]+":"+v[1] != old.Addr() {
+			newMaster = v[0] + ":" + v[1]
+			return true
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond)
+	t.Logf("%s promoted %s after the partition", newMaster, time.Since(cut).Round(time.Millisecond))
+	require.Contains(t, hosts, newMaster)
+	require.NotEqual(t, old.Addr(), newMaster)
+	// The client follows it: its write lands on the new master.
+	require.Eventually(t, func() bool { return rdb.Set(ctx, "k", "after", 0).Err() == nil }, 10*time.Second, 50*time.Millisecond)
+	nm := redis.NewClient(&redis.Options{Addr: newMaster, Protocol: 2, DisableIdentity: true,
+		Dialer: func(_ context.Context, _, addr string) (net.Conn, error) { return hosts[addr].Dial(addr, time.Second) }})
+	defer nm.Close()
+	require.Equal(t, "after", nm.Get(ctx, "k").Val())
+	require.NoError(t, nw.Heal(ctx))
 }

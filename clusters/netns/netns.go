@@ -52,7 +52,10 @@ type Net struct {
 	hosts  []*Host
 	blocks map[string]map[string]dir // host -> peer -> what is dropped
 	routes [][2]*Host                // blackhole routes: in [0]'s namespace, to [1]
-	added  int                       // hosts AddHost made, removed ones included: names and addresses are never reused
+	// isolated hosts drop every packet on their eth0 (Isolate), whatever
+	// the blocks say; Heal leaves them, Unisolate ends them.
+	isolated map[string]bool
+	added    int // hosts AddHost made, removed ones included: names and addresses are never reused
 
 	// A joined Net (see Join): no switch namespace.
 	bridge   string
@@ -85,7 +88,7 @@ func New(id string) (*Net, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	n := &Net{id: id, sw: id + "-sw", blocks: map[string]map[string]dir{}}
+	n := &Net{id: id, sw: id + "-sw", blocks: map[string]map[string]dir{}, isolated: map[string]bool{}}
 	if err := ip("netns", "add", n.sw); err != nil {
 		return nil, err
 	}
@@ -169,6 +172,7 @@ func (n *Net) RemoveHost(h *Host) error {
 		n.hosts = slices.Delete(n.hosts, i, i+1)
 	}
 	delete(n.blocks, h.NS)
+	delete(n.isolated, h.NS)
 	for _, peers := range n.blocks {
 		delete(peers, h.IP)
 	}
@@ -276,7 +280,30 @@ func (n *Net) drop(h, peer *Host, d dir) {
 	n.blocks[h.NS][peer.IP] |= d
 }
 
-// Heal removes every block.
+// Isolate cuts h off the network: every packet into or out of its eth0 is
+// dropped (DROP rules in its own namespace), whoever the peer is, hosts
+// added later included. Connections from inside h's namespace to h's own
+// address (the harness's, through loopback) still work. Heal leaves an
+// isolation in place: it belongs to whoever called Isolate (the failover
+// fault's isolate mode), which ends it with Unisolate; Close ends it with
+// the namespace.
+func (n *Net) Isolate(ctx context.Context, h *Host) error {
+	n.mu.Lock()
+	n.isolated[h.NS] = true
+	n.mu.Unlock()
+	return n.apply(ctx, map[*Host]bool{h: true})
+}
+
+// Unisolate ends Isolate(h); the blocks that name h stay.
+func (n *Net) Unisolate(ctx context.Context, h *Host) error {
+	n.mu.Lock()
+	delete(n.isolated, h.NS)
+	n.mu.Unlock()
+	return n.apply(ctx, map[*Host]bool{h: true})
+}
+
+// Heal removes every block (Block, BlockOneWay); isolations stay (see
+// Isolate).
 func (n *Net) Heal(ctx context.Context) error {
 	n.mu.Lock()
 	touched := map[*Host]bool{}
@@ -312,10 +339,14 @@ func (n *Net) apply(ctx context.Context, touched map[*Host]bool) error {
 			peers = append(peers, ip)
 			dirs[ip] = d
 		}
+		isolated := n.isolated[h.NS]
 		n.mu.Unlock()
 		sort.Strings(peers)
 		var rules bytes.Buffer
 		rules.WriteString("*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n")
+		if isolated {
+			rules.WriteString("-A INPUT -i eth0 -j DROP\n-A OUTPUT -o eth0 -j DROP\n")
+		}
 		for _, p := range peers {
 			if dirs[p]&dropIn != 0 {
 				fmt.Fprintf(&rules, "-A INPUT -s %s -j DROP\n", p)
@@ -396,7 +427,7 @@ func Join(id, bridge string, prefixLen int, ipAt func(i int) (string, error)) (*
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	return &Net{id: id, blocks: map[string]map[string]dir{}, bridge: bridge, plen: prefixLen, ipAt: ipAt}, nil
+	return &Net{id: id, blocks: map[string]map[string]dir{}, isolated: map[string]bool{}, bridge: bridge, plen: prefixLen, ipAt: ipAt}, nil
 }
 
 // addBridged is AddHost on a joined Net.
@@ -463,7 +494,7 @@ func (n *Net) Reattach(ctx context.Context, h *Host, pid int) error {
 		return fmt.Errorf("reattach %s: %w", h.Name, err)
 	}
 	n.mu.Lock()
-	blocked := len(n.blocks[h.NS]) > 0
+	blocked := len(n.blocks[h.NS]) > 0 || n.isolated[h.NS]
 	n.mu.Unlock()
 	if !blocked {
 		return nil

@@ -135,3 +135,48 @@ func TestRemoveHost(t *testing.T) {
 	require.NotEqual(t, old.IP, next.IP)
 	require.NoError(t, reach(next, srv))
 }
+
+// Isolate cuts a host from every peer, hosts added later included, while
+// the host still reaches its own address; Heal (the partitions') leaves the
+// isolation alone, Unisolate ends it and keeps the blocks.
+func TestIsolate(t *testing.T) {
+	needRoot(t)
+	id := fmt.Sprintf("ltti%x", os.Getpid()%0xffff)
+	n, err := New(id)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, n.Close())
+		require.Empty(t, Names(id), "namespaces left behind")
+	})
+	a, err := n.AddHost("a")
+	require.NoError(t, err)
+	b, err := n.AddHost("b")
+	require.NoError(t, err)
+	listen(t, a)
+	listen(t, b)
+	ctx := context.Background()
+
+	require.NoError(t, n.Isolate(ctx, a))
+	require.Error(t, reach(b, a), "isolated: nothing comes in")
+	require.Error(t, reach(a, b), "isolated: nothing goes out")
+	require.NoError(t, reach(a, a), "a still reaches its own address")
+	later, err := n.AddHost("later")
+	require.NoError(t, err)
+	require.Error(t, reach(later, a), "a host added after the isolation is cut too")
+
+	c, err := n.AddHost("c")
+	require.NoError(t, err)
+	listen(t, c)
+	require.NoError(t, n.Block(ctx, [][2]*Host{{b, c}}))
+	require.NoError(t, n.Heal(ctx))
+	require.Error(t, reach(b, a), "Heal leaves the isolation")
+	require.NoError(t, reach(b, c), "and heals the blocks")
+
+	require.NoError(t, n.Block(ctx, [][2]*Host{{a, c}}))
+	require.NoError(t, n.Unisolate(ctx, a))
+	require.NoError(t, reach(b, a), "unisolated")
+	require.NoError(t, reach(a, b))
+	require.Error(t, reach(c, a), "the block between a and c stays")
+	require.NoError(t, n.Heal(ctx))
+	require.NoError(t, reach(c, a))
+}

@@ -30,6 +30,9 @@ func TestRedisConfs(t *testing.T) {
 	require.Contains(t, s, "sentinel down-after-milliseconds locktest 1000\n")
 	_, err = SentinelConf("no-port")
 	require.Error(t, err)
+	require.Equal(t, "replica-announce-ip 198.18.0.3\n", ReplicaAnnounce("198.18.0.3"))
+	require.Equal(t, "sentinel announce-ip 198.18.0.5\nsentinel announce-port 26379\n", SentinelAnnounce("198.18.0.5", 26379))
+	require.Empty(t, ReplicaAnnounce("")+SentinelAnnounce("", 26379))
 }
 
 func TestMySQLSettings(t *testing.T) {

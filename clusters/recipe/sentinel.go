@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +87,30 @@ sentinel parallel-syncs %s 1
 `, m, host, port, SentinelQuorum, m, SentinelDownAfter.Milliseconds(), m, SentinelFailoverTimeout.Milliseconds(), m), nil
 }
 
+// ReplicaAnnounce is the config line that makes a data node tell its master
+// the address ip ("" for none: the master then names it by the source
+// address of its replication link, which is right on a network whose
+// every server has one address). Sentinel learns the replicas, and so the
+// candidates for promotion it will hand clients, from the master's list,
+// so on the network namespaces of a run the addresses are announced
+// explicitly: the one the clients' namespaces reach.
+func ReplicaAnnounce(ip string) string {
+	if ip == "" {
+		return ""
+	}
+	return fmt.Sprintf("replica-announce-ip %s\n", ip)
+}
+
+// SentinelAnnounce is the config lines that make a Sentinel announce itself
+// to the other Sentinels (hello messages) as ip:port ("" for none: the
+// local address of its link to the master).
+func SentinelAnnounce(ip string, port int) string {
+	if ip == "" {
+		return ""
+	}
+	return fmt.Sprintf("sentinel announce-ip %s\nsentinel announce-port %d\n", ip, port)
+}
+
 // SplitHostPort splits "host:port".
 func SplitHostPort(addr string) (string, int, error) {
 	i := strings.LastIndexByte(addr, ':')
@@ -110,11 +136,41 @@ type Sentinel struct {
 	// of Data[0].
 	AnyMaster bool
 
+	// Dial, when not nil, opens the harness's own connections to a server
+	// of the topology, by address (the local backend dials a node in a
+	// network namespace from inside that namespace, where no partition
+	// cuts it); nil dials from the harness's namespace.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Isolate, when not nil, cuts node off the network (the node keeps
+	// running) and returns what heals it: IsolatePrimary needs it.
+	Isolate func(ctx context.Context, node clusters.Node) (heal func(context.Context) error, err error)
+
 	fmu    sync.Mutex    // one FailPrimary or Rejoin at a time
-	failed clusters.Node // the master FailPrimary killed, until Rejoin
+	failed clusters.Node // the master FailPrimary killed or isolated, until Rejoin
+	// heal ends the isolation of failed (IsolatePrimary); nil after a kill.
+	heal func(context.Context) error
 }
 
-var _ clusters.Failoverer = (*Sentinel)(nil)
+var (
+	_ clusters.Failoverer = (*Sentinel)(nil)
+	_ clusters.Isolator   = (*Sentinel)(nil)
+	_ clusters.Grouped    = (*Sentinel)(nil)
+)
+
+// ServerGroups returns the data nodes and the Sentinels, apart: a split
+// should leave Sentinels on both sides (see clusters.Grouped).
+func (c *Sentinel) ServerGroups() [][]clusters.Node {
+	return [][]clusters.Node{slices.Clone(c.Data), slices.Clone(c.Sentinels)}
+}
+
+// admin is AdminClient through c.Dial.
+func (c *Sentinel) admin(addr string) *redis.Client {
+	var dial func(context.Context, string, string) (net.Conn, error)
+	if c.Dial != nil {
+		dial = func(ctx context.Context, _, addr string) (net.Conn, error) { return c.Dial(ctx, addr) }
+	}
+	return redis.NewClient(adminOptions(addr, dial))
+}
 
 // WaitReady waits until every Sentinel sees the master, both replicas and
 // the two other Sentinels, and both replicas have acknowledged every write
@@ -127,7 +183,7 @@ func (c *Sentinel) WaitReady(ctx context.Context, limit time.Duration) error {
 	for {
 		master := c.Data[0].Addr()
 		if c.AnyMaster {
-			if m, err := sentinelMasterAddr(ctx, c.Sentinels[0].Addr()); err == nil && c.dataNode(m) != nil {
+			if m, err := c.sentinelMasterAddr(ctx, c.Sentinels[0].Addr()); err == nil && c.dataNode(m) != nil {
 				master = m
 			}
 		}
@@ -147,7 +203,7 @@ func (c *Sentinel) WaitReady(ctx context.Context, limit time.Duration) error {
 // notReady says what is missing, "" when nothing is.
 func (c *Sentinel) notReady(ctx context.Context, master string) string {
 	for _, s := range c.Sentinels {
-		m, err := sentinelMaster(ctx, s.Addr())
+		m, err := c.sentinelMaster(ctx, s.Addr())
 		if err != nil {
 			return fmt.Sprintf("%s: %v", s.Name(), err)
 		}
@@ -163,7 +219,7 @@ func (c *Sentinel) notReady(ctx context.Context, master string) string {
 			return fmt.Sprintf("%s knows %s other sentinels", s.Name(), m["num-other-sentinels"])
 		}
 	}
-	rdb := AdminClient(master)
+	rdb := c.admin(master)
 	defer rdb.Close()
 	reps, err := OnlineReplicas(ctx, rdb)
 	if err != nil {
@@ -204,6 +260,25 @@ func (c *Sentinel) notReady(ctx context.Context, master string) string {
 // If no such grant comes within 10 s the master is killed anyway, and the
 // detail says so. The cut is undone if the kill does not happen.
 func (c *Sentinel) FailPrimary(ctx context.Context) (string, error) {
+	return c.failPrimary(ctx, false)
+}
+
+// IsolatePrimary is FailPrimary with the master cut off the network instead
+// of killed (c.Isolate): it keeps running, with the lone grant, unseen by
+// the Sentinels, the replicas and the clients. Rejoin heals it: the old
+// master comes back with its stale data, still a master in its own eyes,
+// until the Sentinels demote it (they look at a server they had given up
+// on every 10 s, so for up to about 10 s there are two masters, and the old
+// one still holds leases the new one has handed out again), and it
+// resyncs from the new master, dropping its stale data.
+func (c *Sentinel) IsolatePrimary(ctx context.Context) (string, error) {
+	if c.Isolate == nil {
+		return "", errors.New("isolating the master needs the run's network namespaces (the local backend's, started with the network layer)")
+	}
+	return c.failPrimary(ctx, true)
+}
+
+func (c *Sentinel) failPrimary(ctx context.Context, isolate bool) (string, error) {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
 	oldAddr, err := c.masterAddr(ctx)
@@ -217,7 +292,7 @@ func (c *Sentinel) FailPrimary(ctx context.Context) (string, error) {
 	if old.PID() == 0 {
 		return "", fmt.Errorf("%s, the master the sentinels name, is down", old.Name())
 	}
-	m := AdminClient(oldAddr)
+	m := c.admin(oldAddr)
 	defer m.Close()
 	reps, err := OnlineReplicas(ctx, m)
 	if err != nil {
@@ -226,7 +301,7 @@ func (c *Sentinel) FailPrimary(ctx context.Context) (string, error) {
 	if len(reps) == 0 {
 		return "", fmt.Errorf("fail primary %s: no replica online to promote", old.Name())
 	}
-	rep := AdminClient(reps[0])
+	rep := c.admin(reps[0])
 	defer rep.Close()
 
 	// Cut replication.
@@ -258,7 +333,15 @@ func (c *Sentinel) FailPrimary(ctx context.Context) (string, error) {
 	}
 
 	// Fail it.
-	if err := old.Kill(); err != nil {
+	how, what, done := "SIGKILL", "the kill", "killed"
+	if isolate {
+		heal, err := c.Isolate(ctx, old)
+		if err != nil {
+			return "", fmt.Errorf("fail primary: isolate %s: %w", old.Name(), err)
+		}
+		c.heal = heal
+		how, what, done = "isolated (every packet in or out of it dropped)", "the isolation", "isolated"
+	} else if err := old.Kill(); err != nil {
 		return "", fmt.Errorf("fail primary: %w", err)
 	}
 	killed = true
@@ -266,14 +349,39 @@ func (c *Sentinel) FailPrimary(ctx context.Context) (string, error) {
 
 	newAddr, first, all, err := c.waitPromotion(ctx, oldAddr, promotionLimit)
 	if err != nil {
-		return "", fmt.Errorf("%s killed (%s): %w", old.Name(), lost, err)
+		if isolate {
+			// No promotion: heal now, the master serves on.
+			hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			herr := c.healFailed(hctx, m)
+			cancel()
+			err = errors.Join(err, herr)
+		}
+		return "", fmt.Errorf("%s %s (%s): %w", old.Name(), done, lost, err)
 	}
 	name := newAddr
 	if n := c.dataNode(newAddr); n != nil {
 		name = fmt.Sprintf("%s (%s)", n.Name(), newAddr)
 	}
-	return fmt.Sprintf("%s (%s) cut from its replicas; %s; SIGKILL; sentinels named %s the master %s after the kill (all agreed after %s)",
-		old.Name(), oldAddr, lost, name, first.Round(time.Millisecond), all.Round(time.Millisecond)), nil
+	return fmt.Sprintf("%s (%s) cut from its replicas; %s; %s; sentinels named %s the master %s after %s (all agreed after %s)",
+		old.Name(), oldAddr, lost, how, name, first.Round(time.Millisecond), what, all.Round(time.Millisecond)), nil
+}
+
+// healFailed ends the isolation of the failed master: first its
+// replication user on again (FailPrimary turned it off; a master it later
+// becomes again needs it, and Sentinel's CONFIG REWRITE would record it
+// off), while the isolation still hides the master, through m, a
+// connection to it that reaches it anyway (c.Dial), then the isolation
+// healed. c.failed and c.heal are forgotten.
+func (c *Sentinel) healFailed(ctx context.Context, m *redis.Client) error {
+	var errs []error
+	if err := m.Do(ctx, "ACL", "SETUSER", ReplUser, "on").Err(); err != nil {
+		errs = append(errs, fmt.Errorf("replication user of %s back on: %w", c.failed.Name(), err))
+	}
+	if err := c.heal(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("heal %s: %w", c.failed.Name(), err))
+	}
+	c.failed, c.heal = nil, nil
+	return errors.Join(errs...)
 }
 
 // waitLoneGrant polls until the master m holds a key with a TTL (a lease)
@@ -338,7 +446,7 @@ func (c *Sentinel) waitPromotion(ctx context.Context, old string, limit time.Dur
 				continue
 			}
 			running++
-			addr, err := sentinelMasterAddr(ctx, s.Addr())
+			addr, err := c.sentinelMasterAddr(ctx, s.Addr())
 			if err != nil || addr == old {
 				continue
 			}
@@ -372,8 +480,10 @@ func (c *Sentinel) waitPromotion(ctx context.Context, old string, limit time.Dur
 // masters and the restarted one is empty. Clients that find the master
 // through Sentinel never see it; a client that still connected to its
 // address directly would find the lock free. Sentinel then demotes it
-// (REPLICAOF the new master) and it resyncs. Rejoin does nothing when no
-// master failed.
+// (REPLICAOF the new master) and it resyncs. After IsolatePrimary it heals
+// the isolation instead: the old master comes back as it was, a master
+// with the stale leases, until Sentinel demotes it the same way. Rejoin
+// does nothing when no master failed.
 func (c *Sentinel) Rejoin(ctx context.Context) error {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
@@ -381,14 +491,18 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 	if n == nil {
 		return nil
 	}
-	if n.PID() == 0 {
+	rdb := c.admin(n.Addr())
+	defer rdb.Close()
+	if c.heal != nil {
+		if err := c.healFailed(ctx, rdb); err != nil {
+			return fmt.Errorf("rejoin: %w", err)
+		}
+	} else if n.PID() == 0 {
 		if err := n.Restart(ctx); err != nil {
 			return fmt.Errorf("rejoin %s: %w", n.Name(), err)
 		}
 	}
 	c.failed = nil
-	rdb := AdminClient(n.Addr())
-	defer rdb.Close()
 	deadline := time.Now().Add(rejoinLimit)
 	for {
 		info, err := rdb.Info(ctx, "replication").Result()
@@ -414,7 +528,7 @@ func (c *Sentinel) masterAddr(ctx context.Context) (string, error) {
 		if s.PID() == 0 {
 			continue
 		}
-		addr, err := sentinelMasterAddr(ctx, s.Addr())
+		addr, err := c.sentinelMasterAddr(ctx, s.Addr())
 		if err == nil {
 			return addr, nil
 		}
@@ -435,16 +549,20 @@ func (c *Sentinel) dataNode(addr string) clusters.Node {
 // AdminClient is a short-lived connection for the topology's own commands:
 // no retries, short deadlines.
 func AdminClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{
+	return redis.NewClient(adminOptions(addr, nil))
+}
+
+func adminOptions(addr string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *redis.Options {
+	return &redis.Options{
 		Addr: addr, MaxRetries: -1, PoolSize: 1, Protocol: 2, DisableIdentity: true,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
-		ContextTimeoutEnabled: true,
-	})
+		ContextTimeoutEnabled: true, Dialer: dial,
+	}
 }
 
 // sentinelMaster returns SENTINEL MASTER's fields for the monitored master.
-func sentinelMaster(ctx context.Context, sentinel string) (map[string]string, error) {
-	rdb := AdminClient(sentinel)
+func (c *Sentinel) sentinelMaster(ctx context.Context, sentinel string) (map[string]string, error) {
+	rdb := c.admin(sentinel)
 	defer rdb.Close()
 	v, err := rdb.Do(ctx, "SENTINEL", "MASTER", clusters.SentinelMaster).Slice()
 	if err != nil {
@@ -459,8 +577,8 @@ func sentinelMaster(ctx context.Context, sentinel string) (map[string]string, er
 
 // sentinelMasterAddr asks one Sentinel for the master's address, as clients
 // do.
-func sentinelMasterAddr(ctx context.Context, sentinel string) (string, error) {
-	rdb := AdminClient(sentinel)
+func (c *Sentinel) sentinelMasterAddr(ctx context.Context, sentinel string) (string, error) {
+	rdb := c.admin(sentinel)
 	defer rdb.Close()
 	v, err := rdb.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", clusters.SentinelMaster).StringSlice()
 	if err != nil {

@@ -186,6 +186,8 @@ func TestCleanupAfterKill9(t *testing.T) {
 	}{
 		{"during a pause", []string{"--lock", "redis-lua", "--nemesis", "pause"}, false},
 		{"during a partition with shifted clocks", []string{"--lock", "redlock", "--nemesis", "partition,clock", "--param", "partition=isolate-server,split"}, true},
+		// Six servers and five clients, each in its own namespace.
+		{"during a partition of sentinel", []string{"--lock", "redis-sentinel", "--nemesis", "partition", "--param", "partition=isolate-server,split,bridge"}, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
