@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -290,6 +291,7 @@ type cluster struct {
 	images   map[string]string // kind -> image
 	versions map[string]string // role -> server version, read once it serves
 	owned    bool              // created by this run: Stop removes it (compose: false)
+	moved    atomic.Bool       // a restarted server came back at another address
 
 	netID   string // the Docker network's id
 	bridge  string // its bridge device in the root namespace
