@@ -99,6 +99,7 @@ func TestDockerCleanupAfterKill9(t *testing.T) {
 	require.Equal(t, 5, c)
 	require.Equal(t, 1, n)
 	require.NotEmpty(t, netns.Names(st.NetID))
+	require.NotEmpty(t, netns.Links(st.NetID), "the clients' veths on the run's bridge")
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
@@ -110,6 +111,9 @@ func TestDockerCleanupAfterKill9(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, c+n, "containers or networks left: %s", r.stdout)
 	require.Empty(t, netns.Names(st.NetID))
+	// Right after cleanup, not once the kernel gets round to it.
+	require.Empty(t, netns.Links(st.NetID), "links left: %s", r.stdout)
+	require.Contains(t, r.stdout, "links ("+st.NetID+"c")
 	for _, p := range st.Procs {
 		waitGone(t, p.PID)
 	}
@@ -220,11 +224,22 @@ func TestComposeProfile(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no fault within 30s")
 		time.Sleep(50 * time.Millisecond)
 	}
+	states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
+	require.Len(t, states, 1)
+	var st runstate.State
+	b, err := os.ReadFile(states[0])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.NotEmpty(t, st.NetID)
+	require.NotEmpty(t, netns.Links(st.NetID), "the clients' veths on the stack's bridge")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	r = run(t, cenv, "cleanup")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "cleared partition rules")
+	// The veths plugged into the user's bridge go with the cleanup.
+	require.Empty(t, netns.Links(st.NetID), "links left: %s", r.stdout)
+	require.Empty(t, netns.Names(st.NetID))
 	cli, err := docker.Connect(context.Background())
 	require.NoError(t, err)
 	defer cli.Close()
