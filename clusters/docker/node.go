@@ -344,6 +344,9 @@ func (n *node) Pause() error {
 	return nil
 }
 
+// PauseHow says, for the history, how a container is frozen and thawed.
+func (n *node) PauseHow() (pause, resume string) { return "docker pause", "docker unpause" }
+
 // Resume thaws a paused container.
 func (n *node) Resume() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
