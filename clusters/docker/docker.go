@@ -640,3 +640,60 @@ func Available(ctx context.Context, kind string, overrides map[string]string) er
 	}
 	return nil
 }
+
+// Engine is what `locktest doctor` says of the Docker engine: where it is,
+// whether it answers, and which images of each kind it has.
+type Engine struct {
+	Host    string // the address the client uses (DOCKER_HOST, else the default socket)
+	FromEnv bool   // DOCKER_HOST is set
+	Version string // the engine's version, when it answers
+	Err     error  // why it does not answer, nil when it does
+	Images  []KindImages
+}
+
+// KindImages says which images of a kind of server the engine has.
+type KindImages struct {
+	Kind                      string
+	Local, Official, Uses     string // locktest/<kind>:bookworm, the default, what runs take now
+	HasLocal, HasOfficial, OK bool   // OK: Uses is there
+}
+
+// Survey asks the engine of the environment (DOCKER_HOST...) for its
+// version and for the local, official and chosen image of every kind. It
+// never pulls.
+func Survey(ctx context.Context) Engine {
+	e := Engine{FromEnv: os.Getenv("DOCKER_HOST") != ""}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		e.Err = err
+		return e
+	}
+	defer cli.Close()
+	e.Host = cli.DaemonHost()
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := cli.ServerVersion(vctx)
+	if err != nil {
+		e.Err = err
+		return e
+	}
+	e.Version = v.Version
+	has := func(img string) bool {
+		_, err := cli.ImageInspect(ctx, img)
+		return err == nil
+	}
+	for _, k := range Kinds {
+		ki := KindImages{Kind: k, Local: LocalImage(k), Official: DefaultImages[k], Uses: Image(k, nil)}
+		ki.HasLocal, ki.HasOfficial = has(ki.Local), has(ki.Official)
+		switch ki.Uses {
+		case ki.Local:
+			ki.OK = ki.HasLocal
+		case ki.Official:
+			ki.OK = ki.HasOfficial
+		default:
+			ki.OK = has(ki.Uses)
+		}
+		e.Images = append(e.Images, ki)
+	}
+	return e
+}

@@ -321,3 +321,20 @@ func TestComposeTopologies(t *testing.T) {
 		})
 	}
 }
+
+// doctor says whether a Docker engine answers, where, and which images of
+// each kind it has (a missing engine is a note, not a failure).
+func TestDockerDoctor(t *testing.T) {
+	env := needDocker(t)
+	r := run(t, env, "doctor")
+	require.Regexp(t, `(?m)^ok +docker engine +\S+, Docker \S+ \((DOCKER_HOST unset|DOCKER_HOST=\S+)\)$`, r.stdout)
+	require.Regexp(t, `(?m)^ok +compose +(docker compose|docker-compose) `, r.stdout)
+	// The tests' environment names the local images: runs use them.
+	require.Regexp(t, `(?m)^ok +image redis +locktest/redis:bookworm \(local build\) present, redis:7 \(official\) (present|missing); runs use locktest/redis:bookworm \(LOCKTEST_IMAGE_REDIS\)$`, r.stdout)
+	for _, k := range docker.Kinds {
+		require.Contains(t, r.stdout, "image "+k+" ")
+	}
+	r = run(t, append(env, "DOCKER_HOST=tcp://127.0.0.1:1"), "doctor")
+	require.Contains(t, r.stdout, "note     docker engine    none answers at tcp://127.0.0.1:1 (DOCKER_HOST=tcp://127.0.0.1:1): --cluster docker and compose cannot run")
+	require.NotContains(t, r.stdout, "image redis")
+}
