@@ -13,9 +13,9 @@ import (
 )
 
 // On a single server, pause-server and kill draw the same server: they
-// take turns on it (one skips, with a note, while the other acts) instead
-// of killing a frozen server or freezing one that is being restarted,
-// which used to abort the run.
+// take turns on it (kill skips a frozen server, pause-server waits until a
+// killed one is back, each with a note) instead of killing a frozen server
+// or freezing one that is being restarted, which used to abort the run.
 func TestServerFaultsTakeTurns(t *testing.T) {
 	needServer(t)
 	for _, cluster := range []string{"local", "docker"} {
@@ -43,7 +43,9 @@ func assertTurns(t *testing.T, h *history.History) {
 	byTarget := map[string][]history.Fault{}
 	for _, f := range h.Faults {
 		if f.Client == 0 && (f.Name == "pause-server" || f.Name == "kill") {
-			byTarget[f.Target] = append(byTarget[f.Target], f)
+			for _, target := range strings.Split(f.Target, ",") { // a kill of several servers
+				byTarget[target] = append(byTarget[target], f)
+			}
 		}
 	}
 	names := map[string]int{}
@@ -56,13 +58,16 @@ func assertTurns(t *testing.T, h *history.History) {
 			}
 		}
 	}
-	skips := 0
+	skips, waits := 0, 0
 	for _, e := range h.Events {
 		if e.Type == history.Note && strings.Contains(e.Detail, " skipped ") {
 			skips++
 		}
+		if e.Type == history.Note && strings.Contains(e.Detail, " waited ") {
+			waits++
+		}
 	}
-	t.Logf("faults %v, %d turns skipped", names, skips)
+	t.Logf("faults %v, %d turns skipped, %d waited for", names, skips, waits)
 	require.Positive(t, names["pause-server"])
 	require.Positive(t, names["kill"])
 }

@@ -126,18 +126,26 @@ func (*crashClient) Run(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// pauseServer freezes a server for a while. A server another server fault
-// (kill) is acting on is left alone, with a note in the history: a frozen
-// server is not killed, a restarting one is not frozen.
+// pauseServer freezes a server for a while. Server faults never act on one
+// server at once (a frozen server is not killed, a restarting one is not
+// frozen): when kill is acting on the server drawn, pause-server freezes
+// another one (aimed at the leader, or on a single server: it waits its
+// turn, up to turnWait), with a note in the history either way.
 type pauseServer struct{}
 
 func (*pauseServer) Name() string { return "pause-server" }
 
+// turnWait bounds how long pause-server waits for a server another fault
+// acts on (kill + restart holds one for 0.8-1.9 s on docker, a JVM's
+// restart longer).
+const turnWait = 10 * time.Second
+
 func (*pauseServer) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "pause-server")
 	nodes := env.Cluster.Nodes()
+	param := env.Params["pause-server"]
 	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
-		n, err := target(ctx, env, r, nodes, env.Params["pause-server"])
+		n, err := target(ctx, env, r, nodes, param)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // the run ended while an election was under way
@@ -145,13 +153,13 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 			return err
 		}
 		d := scaled(r, env.TTL, 0.5, 2)
-		release, holder, ok := env.claimNode(n.Name(), "pause-server")
-		if !ok {
-			skipped(env, "pause-server", n.Name(), holder+" is acting on it")
+		n, release := claimTurn(ctx, env, r, nodes, n, param)
+		if release == nil {
 			continue
 		}
+		how := pauseHow(n)
 		// Recorded as the pause is sent (docker pause takes a while).
-		end := fault(env, "pause-server", n.Name(), 0, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
+		end := fault(env, "pause-server", n.Name(), 0, fmt.Sprintf("%s for %s", how[0], d.Round(time.Millisecond)))
 		if err := n.Pause(); err != nil {
 			end("failed: " + err.Error())
 			release()
@@ -159,13 +167,62 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 		}
 		sleepCtx(ctx, d)
 		err = n.Resume()
-		end("SIGCONT")
+		end(how[1])
 		release()
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// pauseHow says how n is frozen and thawed, for the history: SIGSTOP and
+// SIGCONT, or what the node says it does (docker pause and unpause).
+func pauseHow(n clusters.Node) [2]string {
+	if p, ok := n.(interface{ PauseHow() (string, string) }); ok {
+		a, b := p.PauseHow()
+		return [2]string{a, b}
+	}
+	return [2]string{"SIGSTOP", "SIGCONT"}
+}
+
+// claimTurn claims n for pause-server. When another fault acts on it, it
+// claims another server instead, one of those that granted the current
+// holder's lock when one of them is free, else any free one (not when
+// aimed at the leader: the leader it is); with none, it waits for n, up to
+// turnWait or the end of the run. It notes in the history what it did, and
+// returns the server and its release function, nil when the turn is lost.
+func claimTurn(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node, n clusters.Node, param string) (clusters.Node, func()) {
+	release, holder, ok := env.claimNode(n.Name(), "pause-server")
+	if ok {
+		return n, release
+	}
+	if param != "leader" {
+		for _, pool := range [][]clusters.Node{granting(env, nodes), nodes} {
+			for _, i := range r.Perm(len(pool)) {
+				m := pool[i]
+				if m.Name() == n.Name() {
+					continue
+				}
+				if release, _, ok := env.claimNode(m.Name(), "pause-server"); ok {
+					note(env, fmt.Sprintf("pause-server skipped %s: %s is acting on it; took %s instead", n.Name(), holder, m.Name()))
+					return m, release
+				}
+			}
+		}
+	}
+	t0 := time.Now()
+	release, holder, ok = env.awaitNode(ctx, n.Name(), "pause-server", turnWait)
+	waited := time.Since(t0).Round(time.Millisecond)
+	switch {
+	case ok:
+		note(env, fmt.Sprintf("pause-server waited %s for %s: %s was acting on it", waited, n.Name(), holder))
+		return n, release
+	case ctx.Err() != nil:
+		return nil, nil // the run ended
+	}
+	skipped(env, "pause-server", n.Name(), fmt.Sprintf("%s was acting on it for %s", holder, waited))
+	return nil, nil
 }
 
 // killServer kills a server and restarts it (see pauseServer for a server
@@ -259,9 +316,11 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 			}
 		}
 		cancel()
-		releaseAll()
+		// The fault ends before the servers are free for another: a
+		// fault waiting its turn starts after this one ended.
 		if err := errors.Join(errs...); err != nil {
 			end("failed: " + err.Error())
+			releaseAll()
 			return err
 		}
 		if keeps {
@@ -269,6 +328,7 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 		} else {
 			end("restarted")
 		}
+		releaseAll()
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ type Env struct {
 
 	nodeMu   sync.Mutex
 	nodeBusy map[string]string // server name -> the fault acting on it
+	nodeFree chan struct{}     // closed (and dropped) when a server is released
 }
 
 // claimNode reserves the server named name for fault, so that two server
@@ -50,11 +51,68 @@ func (e *Env) claimNode(name, fault string) (release func(), holder string, ok b
 		e.nodeBusy = map[string]string{}
 	}
 	e.nodeBusy[name] = fault
+	var once sync.Once
 	return func() {
-		e.nodeMu.Lock()
-		delete(e.nodeBusy, name)
-		e.nodeMu.Unlock()
+		once.Do(func() {
+			e.nodeMu.Lock()
+			delete(e.nodeBusy, name)
+			if e.nodeFree != nil {
+				close(e.nodeFree)
+				e.nodeFree = nil
+			}
+			e.nodeMu.Unlock()
+		})
 	}, "", true
+}
+
+// settle is how long a fault that waited for a server lets pass after the
+// release before it acts: the fault that held the server records its end
+// right after releasing it, and the history must show the two one after
+// the other.
+const settle = 20 * time.Millisecond
+
+// awaitNode is claimNode for a fault that waits its turn: while another
+// fault acts on the server, it waits for it (up to limit, and not past the
+// end of ctx). It returns the release function and the fault it waited for
+// ("" when the server was free at once), or ok false and the fault that
+// still held the server.
+func (e *Env) awaitNode(ctx context.Context, name, fault string, limit time.Duration) (release func(), waitedFor string, ok bool) {
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		e.nodeMu.Lock()
+		h, busy := e.nodeBusy[name]
+		if !busy {
+			e.nodeMu.Unlock()
+			if waitedFor != "" && !sleepCtx(ctx, settle) {
+				return nil, waitedFor, false
+			}
+			if release, h, ok := e.claimNode(name, fault); ok {
+				return release, waitedFor, true
+			} else if waitedFor == "" {
+				waitedFor = h
+			}
+			continue
+		}
+		waitedFor = h
+		if e.nodeFree == nil {
+			e.nodeFree = make(chan struct{})
+		}
+		freed := e.nodeFree
+		e.nodeMu.Unlock()
+		select {
+		case <-freed:
+		case <-timer.C:
+			return nil, h, false
+		case <-ctx.Done():
+			return nil, h, false
+		}
+	}
+}
+
+// note records a line in the history.
+func note(env *Env, detail string) {
+	env.Recorder.Record(history.Event{Type: history.Note, Detail: detail}, nil)
 }
 
 // skipped records in the history that fault left target alone, and why.
@@ -105,7 +163,7 @@ type Info struct {
 var All = []Info{
 	{"none", "no fault: the baseline every scheme must pass", nil},
 	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }},
-	{"pause-server", "SIGSTOP a server for 0.5-2x the TTL, then SIGCONT (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }},
+	{"pause-server", "freeze a server for 0.5-2x the TTL (SIGSTOP, then SIGCONT; docker pause and unpause on containers) (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }},
 	{"kill", "right after a grant, kill -9 a server (Redlock: just enough of those that granted the lease) and restart it after 0.3-1 s (Redis comes back empty: its locks are lost; MariaDB recovers its rows but not its sessions; ZooKeeper and etcd members restart with their data); --param kill=leader kills the leader of zk3/etcd3", func() Nemesis { return &killServer{} }},
 	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }},
 	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime); --param clock=back (or forward,back) jumps back instead: leases outlive their TTL until the clock is set right, which is a forward jump", func() Nemesis { return &clock{} }},

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -41,7 +45,6 @@ func (Compose) Name() string { return "compose" }
 // not available (the stack runs without the shim).
 func (b Compose) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
 	t, ok := Lookup(s.Topology)
-	want := t.Nodes
 	if !ok {
 		return nil, fmt.Errorf("compose backend: topology %q is not supported (supported: %s)", s.Topology, strings.Join(Names(), ", "))
 	}
@@ -65,51 +68,19 @@ func (b Compose) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 		cli.Close()
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
+	cts, err := selectCompose(list, t, project, composeUp)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
 	c := &cluster{cli: cli, topology: s.Topology, runID: s.RunID}
-	projects := map[string]bool{}
-	for _, ct := range list {
-		name := ct.Labels[LabelNode]
-		if name == "" {
-			continue
-		}
-		projects[ct.Labels["com.docker.compose.project"]] = true
-		if ct.State != "running" {
-			cli.Close()
-			return nil, fmt.Errorf("compose backend: container %s (%s) is %s; bring the stack up with `docker compose --profile <profile> up -d --wait`", strings.TrimPrefix(ct.Names[0], "/"), name, ct.State)
-		}
-		var netName, ip string
-		for nn, es := range ct.NetworkSettings.Networks {
-			if es.IPAddress != "" && (netName == "" || nn < netName) {
-				netName, ip = nn, es.IPAddress
-			}
-		}
-		if ip == "" {
-			cli.Close()
-			return nil, fmt.Errorf("compose backend: container %s has no IPv4 address", name)
-		}
-		if c.netName != "" && c.netName != netName {
-			cli.Close()
-			return nil, fmt.Errorf("compose backend: the %s containers are on several networks (%s, %s)", s.Topology, c.netName, netName)
-		}
-		c.netName = netName
-		role, port, ok := roleOf(name)
-		if !ok {
-			cli.Close()
-			return nil, fmt.Errorf("compose backend: container %s has %s=%s, which is no server name locktest knows", strings.TrimPrefix(ct.Names[0], "/"), LabelNode, name)
-		}
-		n := &node{c: c, name: name, role: role, kind: t.Kind, dir: filepath.Join(s.Dir, "servers", name), ip: ip, port: port, id: ct.ID, img: ct.Image}
-		if role == roleMySQL {
+	for _, ct := range cts {
+		c.netName = ct.network
+		n := &node{c: c, name: ct.node, role: ct.role, kind: t.Kind, dir: filepath.Join(s.Dir, "servers", ct.node), ip: ct.ip, port: ct.port, id: ct.id, img: ct.image}
+		if ct.role == roleMySQL {
 			n.mysql = newMySQLAdmin(n.Addr())
 		}
 		c.nodes = append(c.nodes, n)
-	}
-	if len(projects) > 1 {
-		cli.Close()
-		return nil, fmt.Errorf("compose backend: %d compose projects run topology %s; pick one with %s", len(projects), s.Topology, ComposeProjectEnv)
-	}
-	if len(c.nodes) != want {
-		cli.Close()
-		return nil, fmt.Errorf("compose backend: found %d containers labelled %s=%s, want %d; start them with `docker compose --profile %s up -d --wait`", len(c.nodes), LabelTopology, s.Topology, want, ComposeProfile(s.Topology))
 	}
 	// Data nodes before sentinels, each in order (redis-1 first).
 	sort.Slice(c.nodes, func(i, j int) bool {
@@ -164,6 +135,140 @@ func (b Compose) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 		return nil, err
 	}
 	return out, nil
+}
+
+// composeContainer is what Start takes of a server container of a stack.
+type composeContainer struct {
+	id, node, image string // container id, locktest.node, image
+	role            string
+	port            int
+	ip, network     string
+}
+
+// selectCompose picks the server containers of topology t from list (the
+// containers labelled with it; project is the one asked for, "" for any),
+// or says what is wrong with the stack and what to do: several compose
+// projects run t (checked first: the other checks would compare containers
+// of different stacks), a server that is not running, one with no IPv4
+// address, servers on several networks, a locktest.node label locktest does
+// not know, too few or too many servers. up(project, profile) is the
+// command that brings a stack up.
+func selectCompose(list []container.Summary, t Topology, project string, up func(project, profile string) string) ([]composeContainer, error) {
+	profile := ComposeProfile(t.Name)
+	projects := map[string]bool{}
+	for _, ct := range list {
+		if ct.Labels[LabelNode] != "" {
+			projects[ct.Labels["com.docker.compose.project"]] = true
+		}
+	}
+	if len(projects) > 1 {
+		var names []string
+		for p := range projects {
+			names = append(names, p)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("compose backend: %d compose projects run topology %s (%s); pick one with %s=NAME", len(names), t.Name, strings.Join(names, ", "), ComposeProjectEnv)
+	}
+	var out []composeContainer
+	for _, ct := range list {
+		name := ct.Labels[LabelNode]
+		if name == "" {
+			continue
+		}
+		cname := strings.TrimPrefix(strings.Join(ct.Names, ","), "/")
+		if ct.State != "running" {
+			return nil, fmt.Errorf("compose backend: container %s (%s) is %s; bring the stack up with `%s`", cname, name, ct.State, up(ct.Labels["com.docker.compose.project"], profile))
+		}
+		var netName, ip string
+		if ct.NetworkSettings != nil {
+			for nn, es := range ct.NetworkSettings.Networks {
+				if es != nil && es.IPAddress != "" && (netName == "" || nn < netName) {
+					netName, ip = nn, es.IPAddress
+				}
+			}
+		}
+		if ip == "" {
+			return nil, fmt.Errorf("compose backend: container %s (%s) has no IPv4 address", cname, name)
+		}
+		if len(out) > 0 && out[0].network != netName {
+			return nil, fmt.Errorf("compose backend: the %s containers are on several networks (%s, %s)", t.Name, out[0].network, netName)
+		}
+		role, port, ok := roleOf(name)
+		if !ok {
+			return nil, fmt.Errorf("compose backend: container %s has %s=%s, which is no server name locktest knows", cname, LabelNode, name)
+		}
+		out = append(out, composeContainer{id: ct.ID, node: name, image: ct.Image, role: role, port: port, ip: ip, network: netName})
+	}
+	if len(out) != t.Nodes {
+		return nil, fmt.Errorf("compose backend: found %d containers labelled %s=%s, want %d; start them with `%s`", len(out), LabelTopology, t.Name, t.Nodes, up(project, profile))
+	}
+	return out, nil
+}
+
+// composeUp is the command that brings profile up on this machine, in
+// project when given: `docker compose ... up -d --wait` where the compose
+// plugin (v2) is installed, `docker-compose ... up -d` with Debian's v1
+// (it has no --wait; the harness waits for the servers to serve).
+func composeUp(project, profile string) string {
+	cmd, v2 := ComposeCommand()
+	var b strings.Builder
+	b.WriteString(cmd)
+	if project != "" {
+		b.WriteString(" -p " + project)
+	}
+	b.WriteString(" --profile " + profile + " up -d")
+	if v2 {
+		b.WriteString(" --wait")
+	}
+	return b.String()
+}
+
+var composeCmd struct {
+	once sync.Once
+	cmd  string
+	v2   bool
+}
+
+// ComposeCommand is how this machine runs compose: "docker compose" (the
+// v2 plugin; v2 true) or "docker-compose" (v1, or the v2 program of that
+// name); "docker compose" when neither answers (what Docker documents).
+func ComposeCommand() (cmd string, v2 bool) {
+	composeCmd.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if exec.CommandContext(ctx, "docker", "compose", "version").Run() == nil {
+			composeCmd.cmd, composeCmd.v2 = "docker compose", true
+			return
+		}
+		if p, err := exec.LookPath("docker-compose"); err == nil {
+			composeCmd.cmd = "docker-compose"
+			// v1 is a Python program (2.5 s to say its version here);
+			// v2's standalone docker-compose is not.
+			if head, err := readHead(p, 64); err == nil && strings.HasPrefix(head, "#!") && strings.Contains(head, "python") {
+				return
+			}
+			out, err := exec.CommandContext(ctx, p, "version", "--short").Output()
+			composeCmd.v2 = err == nil && !strings.HasPrefix(strings.TrimPrefix(strings.TrimSpace(string(out)), "v"), "1.")
+			return
+		}
+		composeCmd.cmd, composeCmd.v2 = "docker compose", true
+	})
+	return composeCmd.cmd, composeCmd.v2
+}
+
+// readHead reads the first n bytes of the file at path.
+func readHead(path string, n int) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, err := io.ReadFull(f, b)
+	if k > 0 {
+		err = nil
+	}
+	return string(b[:k]), err
 }
 
 // roleOf tells a server's role and port from its name (the

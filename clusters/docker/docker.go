@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -188,7 +189,7 @@ func (b Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 		return nil, err
 	}
 	img := Image(t.Kind, b.Images)
-	if err := ensureImage(ctx, cli, img, t.Kind); err != nil {
+	if err := ensureImage(ctx, cli, t.Kind, b.Images); err != nil {
 		cli.Close()
 		return nil, err
 	}
@@ -264,11 +265,16 @@ func each(nodes []*node, f func(*node) error) error {
 	return errors.Join(errs...)
 }
 
-// ensureImage finds img locally or pulls it; a failed pull says how to build
-// a local image instead.
-func ensureImage(ctx context.Context, cli *client.Client, img, kind string) error {
+// ensureImage finds the image of kind locally or pulls it; a failed pull
+// says what to do (see missingImage).
+func ensureImage(ctx context.Context, cli *client.Client, kind string, overrides map[string]string) error {
+	img := Image(kind, overrides)
 	if _, err := cli.ImageInspect(ctx, img); err == nil {
 		return nil
+	}
+	if img == LocalImage(kind) {
+		// Built here, never pulled (no registry has it).
+		return missingImage(kind, overrides, nil)
 	}
 	rc, err := cli.ImagePull(ctx, img, image.PullOptions{})
 	if err == nil {
@@ -276,10 +282,42 @@ func ensureImage(ctx context.Context, cli *client.Client, img, kind string) erro
 		rc.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("image %s is not here and could not be pulled (%v): build a local one with `sudo ./scripts/build-images.sh %s` and run with %s=%s (or --image %s=%s)",
-			img, firstLine(err.Error()), kind, ImageEnv(kind), LocalImage(kind), kind, LocalImage(kind))
+		return missingImage(kind, overrides, err)
 	}
 	return nil
+}
+
+// imageOrigin says who chose the image of kind: "--image KIND",
+// "LOCKTEST_IMAGE_<KIND>", or "" for the default (the official image).
+func imageOrigin(kind string, overrides map[string]string) string {
+	if overrides[kind] != "" {
+		return "--image " + kind
+	}
+	if os.Getenv(ImageEnv(kind)) != "" {
+		return ImageEnv(kind)
+	}
+	return ""
+}
+
+// missingImage says that the image of kind is not here (pullErr: nor could
+// it be pulled; nil when no pull was tried) and what to do: build the
+// local image, when that is the one asked for or when the default (the
+// official image) is missing; check the name, when the user named another
+// image.
+func missingImage(kind string, overrides map[string]string, pullErr error) error {
+	img, origin := Image(kind, overrides), imageOrigin(kind, overrides)
+	what := "is not here"
+	if pullErr != nil {
+		what = fmt.Sprintf("is not here and could not be pulled (%s)", firstLine(pullErr.Error()))
+	}
+	switch {
+	case img == LocalImage(kind):
+		return fmt.Errorf("image %s %s: build it with `sudo ./scripts/build-images.sh %s`", img, what, kind)
+	case origin != "":
+		return fmt.Errorf("image %s, given with %s, %s: check the name, or pull or load it into the engine (without %s the default is %s)", img, origin, what, origin, DefaultImages[kind])
+	}
+	return fmt.Errorf("image %s %s: build a local one with `sudo ./scripts/build-images.sh %s` and run with %s=%s (or --image %s=%s)",
+		img, what, kind, ImageEnv(kind), LocalImage(kind), kind, LocalImage(kind))
 }
 
 // cluster is a started topology on docker.
@@ -290,6 +328,7 @@ type cluster struct {
 	images   map[string]string // kind -> image
 	versions map[string]string // role -> server version, read once it serves
 	owned    bool              // created by this run: Stop removes it (compose: false)
+	moved    atomic.Bool       // a restarted server came back at another address
 
 	netID   string // the Docker network's id
 	bridge  string // its bridge device in the root namespace
@@ -596,9 +635,65 @@ func Available(ctx context.Context, kind string, overrides map[string]string) er
 		return err
 	}
 	defer cli.Close()
-	img := Image(kind, overrides)
-	if _, err := cli.ImageInspect(ctx, img); err != nil {
-		return fmt.Errorf("image %s is not here: build a local one with `sudo ./scripts/build-images.sh %s` and set %s=%s", img, kind, ImageEnv(kind), LocalImage(kind))
+	if _, err := cli.ImageInspect(ctx, Image(kind, overrides)); err != nil {
+		return missingImage(kind, overrides, nil)
 	}
 	return nil
+}
+
+// Engine is what `locktest doctor` says of the Docker engine: where it is,
+// whether it answers, and which images of each kind it has.
+type Engine struct {
+	Host    string // the address the client uses (DOCKER_HOST, else the default socket)
+	FromEnv bool   // DOCKER_HOST is set
+	Version string // the engine's version, when it answers
+	Err     error  // why it does not answer, nil when it does
+	Images  []KindImages
+}
+
+// KindImages says which images of a kind of server the engine has.
+type KindImages struct {
+	Kind                      string
+	Local, Official, Uses     string // locktest/<kind>:bookworm, the default, what runs take now
+	HasLocal, HasOfficial, OK bool   // OK: Uses is there
+}
+
+// Survey asks the engine of the environment (DOCKER_HOST...) for its
+// version and for the local, official and chosen image of every kind. It
+// never pulls.
+func Survey(ctx context.Context) Engine {
+	e := Engine{FromEnv: os.Getenv("DOCKER_HOST") != ""}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		e.Err = err
+		return e
+	}
+	defer cli.Close()
+	e.Host = cli.DaemonHost()
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := cli.ServerVersion(vctx)
+	if err != nil {
+		e.Err = err
+		return e
+	}
+	e.Version = v.Version
+	has := func(img string) bool {
+		_, err := cli.ImageInspect(ctx, img)
+		return err == nil
+	}
+	for _, k := range Kinds {
+		ki := KindImages{Kind: k, Local: LocalImage(k), Official: DefaultImages[k], Uses: Image(k, nil)}
+		ki.HasLocal, ki.HasOfficial = has(ki.Local), has(ki.Official)
+		switch ki.Uses {
+		case ki.Local:
+			ki.OK = ki.HasLocal
+		case ki.Official:
+			ki.OK = ki.HasOfficial
+		default:
+			ki.OK = has(ki.Uses)
+		}
+		e.Images = append(e.Images, ki)
+	}
+	return e
 }

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -48,4 +49,27 @@ func TestBridgeName(t *testing.T) {
 	require.NotEqual(t, a, b, "runs a process starts within one second")
 	require.Len(t, a, 15)
 	require.Regexp(t, `^br-lt[0-9a-f]{10}$`, a)
+}
+
+// A missing image is explained by who chose it: the local image is built,
+// the default official one can be replaced by the local one, and an image
+// the user named is theirs to check (no build script, as if the default
+// were missing).
+func TestMissingImage(t *testing.T) {
+	t.Setenv(ImageEnv(KindRedis), "")
+	pull := errors.New("Error response from daemon: pull access denied\nmore")
+	err := missingImage(KindRedis, map[string]string{KindRedis: "nosuch/image:1"}, pull)
+	require.EqualError(t, err, "image nosuch/image:1, given with --image redis, is not here and could not be pulled (Error response from daemon: pull access denied): check the name, or pull or load it into the engine (without --image redis the default is redis:7)")
+	require.NotContains(t, err.Error(), "build-images")
+
+	t.Setenv(ImageEnv(KindEtcd), "my/etcd:3")
+	err = missingImage(KindEtcd, nil, nil)
+	require.EqualError(t, err, "image my/etcd:3, given with LOCKTEST_IMAGE_ETCD, is not here: check the name, or pull or load it into the engine (without LOCKTEST_IMAGE_ETCD the default is quay.io/coreos/etcd:v3.5.17)")
+
+	err = missingImage(KindZooKeeper, map[string]string{KindZooKeeper: LocalImage(KindZooKeeper)}, nil)
+	require.EqualError(t, err, "image locktest/zookeeper:bookworm is not here: build it with `sudo ./scripts/build-images.sh zookeeper`")
+
+	t.Setenv(ImageEnv(KindMariaDB), "")
+	err = missingImage(KindMariaDB, nil, pull)
+	require.ErrorContains(t, err, "image mariadb:10.11 is not here and could not be pulled (Error response from daemon: pull access denied): build a local one with `sudo ./scripts/build-images.sh mariadb` and run with LOCKTEST_IMAGE_MARIADB=locktest/mariadb:bookworm")
 }

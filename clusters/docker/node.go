@@ -344,6 +344,9 @@ func (n *node) Pause() error {
 	return nil
 }
 
+// PauseHow says, for the history, how a container is frozen and thawed.
+func (n *node) PauseHow() (pause, resume string) { return "docker pause", "docker unpause" }
+
 // Resume thaws a paused container.
 func (n *node) Resume() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -389,10 +392,16 @@ func (n *node) Restart(ctx context.Context) error {
 	if n.PID() != 0 {
 		return fmt.Errorf("%s is still running", n.name)
 	}
+	if err := n.keepAddress(ctx); err != nil {
+		return err
+	}
 	if err := n.c.cli.ContainerStart(ctx, n.id, container.StartOptions{}); err != nil {
 		return fmt.Errorf("restart %s: %w", n.name, err)
 	}
 	if err := n.refreshPID(ctx); err != nil {
+		return err
+	}
+	if err := n.checkAddress(ctx); err != nil {
 		return err
 	}
 	if n.host != nil && n.c.net != nil {
@@ -401,6 +410,73 @@ func (n *node) Restart(ctx context.Context) error {
 		}
 	}
 	return n.waitReady(ctx, n.readyLimit())
+}
+
+// keepAddress makes the stopped container ask for its address (n.ip, which
+// the clients use) when it starts again. A container of the run's own
+// network, or of a stack that gives every service an ipv4_address (the
+// repository's docker-compose.yml), asks for it already. Another (a stack
+// whose network hands out addresses as containers start) is reconnected to
+// its network with that address, its aliases kept; the engine accepts a
+// chosen address only on a network with a subnet of the user's, and where
+// it refuses the container is reconnected as it was: checkAddress then
+// tells, after the start, whether it moved.
+func (n *node) keepAddress(ctx context.Context) error {
+	info, err := n.c.cli.ContainerInspect(ctx, n.id)
+	if err != nil {
+		return fmt.Errorf("inspect %s: %w", n.name, err)
+	}
+	var es *network.EndpointSettings
+	if info.NetworkSettings != nil {
+		es = info.NetworkSettings.Networks[n.c.netName]
+	}
+	if es == nil {
+		return fmt.Errorf("%s is no longer on network %s", n.name, n.c.netName)
+	}
+	if es.IPAMConfig != nil && es.IPAMConfig.IPv4Address == n.ip {
+		return nil
+	}
+	var aliases []string
+	for _, a := range es.Aliases {
+		if len(info.ID) < 12 || a != info.ID[:12] { // the engine adds the short id itself
+			aliases = append(aliases, a)
+		}
+	}
+	if err := n.c.cli.NetworkDisconnect(ctx, n.c.netName, n.id, false); err != nil {
+		return fmt.Errorf("%s: disconnect from %s to keep its address: %w", n.name, n.c.netName, err)
+	}
+	pinned := &network.EndpointSettings{IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: n.ip}, Aliases: aliases, Links: es.Links}
+	if err := n.c.cli.NetworkConnect(ctx, n.c.netName, n.id, pinned); err == nil {
+		return nil
+	}
+	if err := n.c.cli.NetworkConnect(ctx, n.c.netName, n.id, &network.EndpointSettings{Aliases: aliases, Links: es.Links}); err != nil {
+		return fmt.Errorf("%s: reconnect to %s: %w", n.name, n.c.netName, err)
+	}
+	return nil
+}
+
+// checkAddress says, after a restart, whether the container came back at
+// another address than the one its clients use: the run cannot go on. The
+// first server of the cluster that moved says why; any other is left to
+// the error that already stops the run (one line, not one per server).
+func (n *node) checkAddress(ctx context.Context) error {
+	info, err := n.c.cli.ContainerInspect(ctx, n.id)
+	if err != nil {
+		return fmt.Errorf("inspect %s: %w", n.name, err)
+	}
+	var now string
+	if info.NetworkSettings != nil {
+		if es := info.NetworkSettings.Networks[n.c.netName]; es != nil {
+			now = es.IPAddress
+		}
+	}
+	if now == n.ip {
+		return nil
+	}
+	if !n.c.moved.CompareAndSwap(false, true) {
+		return nil
+	}
+	return fmt.Errorf("%s came back at %s instead of %s, where its clients look for it: network %s hands out addresses as containers start (it has no subnet of its own); give it a subnet and every service an ipv4_address, as the repository's docker-compose.yml does", n.name, now, n.ip, n.c.netName)
 }
 
 // heal leaves a compose container running and thawed.

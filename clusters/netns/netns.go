@@ -441,9 +441,9 @@ func (n *Net) addBridged(name string) (*Host, error) {
 		return nil, fmt.Errorf("add host %s: %w", name, err)
 	}
 	h := &Host{Name: name, NS: fmt.Sprintf("%s-c%d", n.id, idx), IP: addr, idx: idx}
-	veth := fmt.Sprintf("%sc%d", n.id, idx)
-	if len(veth) > 15 {
-		veth = veth[len(veth)-15:]
+	veth, err := vethName(n.id, idx)
+	if err != nil {
+		return nil, fmt.Errorf("add host %s: %w", name, err)
 	}
 	steps := [][]string{
 		{"netns", "add", h.NS},
@@ -466,6 +466,72 @@ func (n *Net) addBridged(name string) (*Host, error) {
 	n.vethRoot = append(n.vethRoot, veth)
 	n.mu.Unlock()
 	return h, nil
+}
+
+// vethName names the root end of the veth of the idx-th bridged host of run
+// id: <id>c<idx>, whole (a name cut to the 15 characters an interface name
+// may have would no longer start with the run's id, and cleanup could not
+// find it). The harness's ids have at most 11 characters.
+func vethName(id string, idx int) (string, error) {
+	v := fmt.Sprintf("%sc%d", id, idx)
+	if len(v) > 15 {
+		return "", fmt.Errorf("interface name %s is longer than 15 characters (run id %s)", v, id)
+	}
+	return v, nil
+}
+
+// isLink reports whether name is the root end of a veth of run id: exactly
+// <id>c<digits>. Run ids are "lt" and hex digits, and c is one: the digits
+// after the last c tell the index, and no other run's name matches (run
+// lt12's links are lt12c1, lt12c2...; lt12c1's are lt12c1c1...).
+func isLink(id, name string) bool {
+	rest, ok := strings.CutPrefix(name, id+"c")
+	if !ok || rest == "" || id == "" {
+		return false
+	}
+	for _, r := range rest {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Links lists the interfaces of the root namespace that a joined Net of run
+// id made (the root ends of its client hosts' veths, plugged into a Docker
+// network's bridge), by their names, and only those. They go with their
+// namespaces, but the kernel may take minutes after a crash: cleanup
+// deletes them by name (RemoveLinks).
+func Links(id string) []string {
+	entries, err := os.ReadDir("/sys/class/net")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if isLink(id, e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// RemoveLinks deletes the root ends of run id's veths (Links), which takes
+// their other ends with them, and returns the names it deleted.
+func RemoveLinks(id string) ([]string, []error) {
+	var did []string
+	var errs []error
+	for _, l := range Links(id) {
+		if err := ip("link", "del", l); err != nil {
+			if _, serr := os.Stat("/sys/class/net/" + l); serr != nil {
+				continue // gone meanwhile, with its namespace
+			}
+			errs = append(errs, err)
+			continue
+		}
+		did = append(did, l)
+	}
+	return did, errs
 }
 
 // Attach names the network namespace of process pid (a container's) as a

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -15,13 +16,17 @@ func newCleanupCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "cleanup",
 		Short: "Remove what crashed runs left behind (their servers and client processes)",
-		Long: `Remove what crashed runs left behind. Every run records the processes it
-starts (pid and start time), the prefix of its network namespaces and, with
---cluster docker, that it labelled containers and networks with its run id, in ` + runstate.Dir() + ` (so does
-every cluster a campaign keeps for several runs: its servers and its namespaces, which hold the
-clients' of the runs on it); cleanup kills those
-that are still the same processes, only for runs whose harness is gone, and
-never touches anything else. Run directories in the store are kept.`,
+		Long: `Remove what crashed runs left behind. Every run records, in ` + runstate.Dir() + `
+($LOCKTEST_STATE_DIR), the processes it starts (pid and start time), the prefix of its
+network namespaces and of the links it plugged into a Docker network's bridge, and,
+for a run on containers, that it labelled containers, volumes and networks with its
+run id (--cluster docker) or which containers of a compose stack it faulted
+(--cluster compose); so does every cluster a campaign keeps for several runs. For
+runs whose harness is gone, and for nothing else, cleanup kills those processes
+that are still the same processes, removes the run's containers, volumes and
+network, thaws, restarts and un-partitions the compose containers, and deletes the
+run's links and namespaces. It takes no flags: what to undo comes from the record.
+Run directories in the store are kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			stale, err := runstate.Stale()
@@ -63,6 +68,16 @@ never touches anything else. Run directories in the store are kept.`,
 					}
 				}
 				if st.NetID != "" {
+					// The root ends of the client veths first (on a Docker
+					// network's bridge, a compose stack's too): they would
+					// outlive their namespaces by minutes.
+					links, errs := netns.RemoveLinks(st.NetID)
+					for _, err := range errs {
+						fmt.Fprintf(out, "  %v\n", err)
+					}
+					if len(links) > 0 {
+						fmt.Fprintf(out, "  removed %d links (%s)\n", len(links), strings.Join(links, ", "))
+					}
 					names := netns.Names(st.NetID)
 					for _, err := range netns.Remove(names) {
 						fmt.Fprintf(out, "  %v\n", err)

@@ -6,15 +6,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/network"
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/clusters/docker"
@@ -95,6 +99,7 @@ func TestDockerCleanupAfterKill9(t *testing.T) {
 	require.Equal(t, 5, c)
 	require.Equal(t, 1, n)
 	require.NotEmpty(t, netns.Names(st.NetID))
+	require.NotEmpty(t, netns.Links(st.NetID), "the clients' veths on the run's bridge")
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
@@ -106,6 +111,9 @@ func TestDockerCleanupAfterKill9(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, c+n, "containers or networks left: %s", r.stdout)
 	require.Empty(t, netns.Names(st.NetID))
+	// Right after cleanup, not once the kernel gets round to it.
+	require.Empty(t, netns.Links(st.NetID), "links left: %s", r.stdout)
+	require.Contains(t, r.stdout, "links ("+st.NetID+"c")
 	for _, p := range st.Procs {
 		waitGone(t, p.PID)
 	}
@@ -129,6 +137,43 @@ func composeCmd(t *testing.T) []string {
 	return nil
 }
 
+var composeNets struct {
+	sync.Mutex
+	next int
+}
+
+// composeNet returns LOCKTEST_COMPOSE_NET=172.16.X for a stack of the
+// test: a /24 no Docker network has (the file's default, 172.16.77, may be
+// a user's stack; parallel stacks need one each).
+func composeNet(t *testing.T) string {
+	t.Helper()
+	cli, err := docker.Connect(context.Background())
+	require.NoError(t, err)
+	defer cli.Close()
+	nets, err := cli.NetworkList(context.Background(), network.ListOptions{})
+	require.NoError(t, err)
+	var taken []netip.Prefix
+	for _, n := range nets {
+		for _, c := range n.IPAM.Config {
+			if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+				taken = append(taken, p)
+			}
+		}
+	}
+	composeNets.Lock()
+	defer composeNets.Unlock()
+	for k := 0; k < 150; k++ {
+		composeNets.next++
+		third := 100 + (os.Getpid()+composeNets.next)%150
+		p := netip.MustParsePrefix(fmt.Sprintf("172.16.%d.0/24", third))
+		if !slices.ContainsFunc(taken, p.Overlaps) {
+			return fmt.Sprintf("LOCKTEST_COMPOSE_NET=172.16.%d", third)
+		}
+	}
+	t.Fatal("no free /24 in 172.16.100-249 for a compose stack")
+	return ""
+}
+
 // The repository's docker-compose.yml is valid, and one profile brought up
 // with the local image runs a short workload with --cluster compose, faults
 // included; the stack is left running and healthy, then taken down.
@@ -138,6 +183,7 @@ func TestComposeProfile(t *testing.T) {
 	file, err := filepath.Abs("../../docker-compose.yml")
 	require.NoError(t, err)
 	project := "locktest-test-" + time.Now().Format("150405")
+	env = append(env, composeNet(t))
 	dc := func(args ...string) {
 		t.Helper()
 		argv := append(append(append([]string{}, compose[1:]...), "-f", file, "-p", project), args...)
@@ -178,11 +224,22 @@ func TestComposeProfile(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no fault within 30s")
 		time.Sleep(50 * time.Millisecond)
 	}
+	states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
+	require.Len(t, states, 1)
+	var st runstate.State
+	b, err := os.ReadFile(states[0])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &st))
+	require.NotEmpty(t, st.NetID)
+	require.NotEmpty(t, netns.Links(st.NetID), "the clients' veths on the stack's bridge")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	r = run(t, cenv, "cleanup")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "cleared partition rules")
+	// The veths plugged into the user's bridge go with the cleanup.
+	require.Empty(t, netns.Links(st.NetID), "links left: %s", r.stdout)
+	require.Empty(t, netns.Names(st.NetID))
 	cli, err := docker.Connect(context.Background())
 	require.NoError(t, err)
 	defer cli.Close()
@@ -210,6 +267,10 @@ func TestComposeTopologies(t *testing.T) {
 		runs          [][]string
 	}{
 		{"etcd3", docker.KindEtcd, [][]string{{"--lock", "etcd", "--nemesis", "pause-server,kill,partition", "--param", "kill=leader"}}},
+		// Redlock's kill strikes just enough of the granting servers
+		// (usually 3 of 5) at once: restarted together, they keep their
+		// addresses.
+		{"redlock", docker.KindRedis, [][]string{{"--lock", "redlock", "--nemesis", "kill"}}},
 		{"sentinel", docker.KindRedis, [][]string{
 			{"--lock", "redis-sentinel", "--nemesis", "failover", "--ttl", "6s", "--hold", "3s..4s"},
 			{"--lock", "redis-sentinel", "--nemesis", "pause-server"}}},
@@ -221,6 +282,7 @@ func TestComposeTopologies(t *testing.T) {
 		t.Run(tc.profile, func(t *testing.T) {
 			env := needImages(t, tc.kind)
 			t.Parallel()
+			env = append(env, composeNet(t))
 			project := fmt.Sprintf("locktest-test-%s-%d", strings.ReplaceAll(tc.profile, "-", ""), time.Now().UnixNano()%100000)
 			dc := func(args ...string) {
 				t.Helper()
@@ -243,12 +305,36 @@ func TestComposeTopologies(t *testing.T) {
 				h, err := history.Load(filepath.Join(store, "latest", "history.jsonl"))
 				require.NoError(t, err)
 				require.NotEmpty(t, h.Faults, "no fault in %v", args)
+				several := 0
 				for _, f := range h.Faults {
 					require.NotEqual(t, history.Never, f.End, "fault %s on %s never healed", f.Name, f.Target)
 					require.NotContains(t, f.Detail, "failed", "%s on %s", f.Name, f.Target)
+					if strings.Contains(f.Target, ",") {
+						several++
+					}
+				}
+				if tc.profile == "redlock" {
+					require.Positive(t, several, "no kill of several servers at once")
 				}
 				t.Logf("%s %v: exit %d in %s, %d faults", tc.profile, args, r.code, time.Since(t0).Round(100*time.Millisecond), len(h.Faults))
 			}
 		})
 	}
+}
+
+// doctor says whether a Docker engine answers, where, and which images of
+// each kind it has (a missing engine is a note, not a failure).
+func TestDockerDoctor(t *testing.T) {
+	env := needDocker(t)
+	r := run(t, env, "doctor")
+	require.Regexp(t, `(?m)^ok +docker engine +\S+, Docker \S+ \((DOCKER_HOST unset|DOCKER_HOST=\S+)\)$`, r.stdout)
+	require.Regexp(t, `(?m)^ok +compose +(docker compose|docker-compose) `, r.stdout)
+	// The tests' environment names the local images: runs use them.
+	require.Regexp(t, `(?m)^ok +image redis +locktest/redis:bookworm \(local build\) present, redis:7 \(official\) (present|missing); runs use locktest/redis:bookworm \(LOCKTEST_IMAGE_REDIS\)$`, r.stdout)
+	for _, k := range docker.Kinds {
+		require.Contains(t, r.stdout, "image "+k+" ")
+	}
+	r = run(t, append(env, "DOCKER_HOST=tcp://127.0.0.1:1"), "doctor")
+	require.Contains(t, r.stdout, "note     docker engine    none answers at tcp://127.0.0.1:1 (DOCKER_HOST=tcp://127.0.0.1:1): --cluster docker and compose cannot run")
+	require.NotContains(t, r.stdout, "image redis")
 }
