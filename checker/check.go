@@ -335,8 +335,8 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		if struck(h, f, holds, byClient, slack) {
 			t.struck++
 		}
-		if p, ok := h.Promotion(f); ok && f.Name == "failover" {
-			promotions = append(promotions, p-f.Start)
+		if p, ok := h.Promotion(f); ok {
+			promotions = append(promotions, p.Time-f.Start)
 		}
 	}
 	var why []string
@@ -396,10 +396,11 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 		return heldAt(byClient[c], f.Start)
 	}
 	if f.Name == "failover" {
-		p, ok := h.Promotion(f)
+		note, ok := h.Promotion(f)
 		if !ok {
 			return false
 		}
+		p := note.Time
 		ttl := h.Info.TTLMillis * 1e6
 		for _, hd := range holds {
 			if hd.Start > p || hd.End < p {

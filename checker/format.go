@@ -45,7 +45,11 @@ func faultString(f history.Fault) string {
 func faultsDuring(h *history.History, from, to int64) []string {
 	var out []string
 	for _, f := range h.FaultsDuring(from, to) {
-		out = append(out, faultString(f))
+		s := faultString(f)
+		if p, ok := h.Promotion(f); ok {
+			s += fmt.Sprintf(", replica promoted at %.2fs", float64(p.Time)/1e9)
+		}
+		out = append(out, s)
 	}
 	return out
 }

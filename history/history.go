@@ -45,16 +45,20 @@ const (
 // grant the failover followed.
 const FailoverNote = "failover: "
 
-// Promotion returns when the failover fault f had its replica promoted
-// (the time of its FailoverNote), ok false when it never was.
-func (h *History) Promotion(f Fault) (int64, bool) {
+// Promotion returns the note that the failover fault f recorded when its
+// replica was promoted (its Time is when), ok false when f is no failover
+// or never promoted one.
+func (h *History) Promotion(f Fault) (Event, bool) {
+	if f.Name != "failover" {
+		return Event{}, false
+	}
 	for i := range h.Events {
 		e := &h.Events[i]
 		if e.Type == Note && e.Time >= f.Start && e.Time <= f.End && e.Client == f.Client && strings.HasPrefix(e.Detail, FailoverNote) {
-			return e.Time, true
+			return *e, true
 		}
 	}
-	return 0, false
+	return Event{}, false
 }
 
 // Op is what a client operation does.

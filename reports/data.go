@@ -110,10 +110,14 @@ func buildRun(h *history.History, r *checker.Result) runView {
 			v.FaultsOmitted = len(h.Faults) - i
 			break
 		}
-		v.Faults = append(v.Faults, faultRow{
+		row := faultRow{
 			Name: f.Name, Target: f.Target, Start: secs(f.Start, 2), End: secs(f.End, 2),
 			Duration: durOrOpen(f.Start, f.End), Detail: f.Detail,
-		})
+		}
+		if p, ok := h.Promotion(f); ok {
+			row.Detail += fmt.Sprintf("; promoted at %s s: %s", secs(p.Time, 2), strings.TrimPrefix(p.Detail, history.FailoverNote))
+		}
+		v.Faults = append(v.Faults, row)
 	}
 	return v
 }
