@@ -43,13 +43,16 @@ func TestRedisMultiCells(t *testing.T) {
 		verdict checker.Verdict
 		want    []string // anomaly kinds that must be present
 		absent  []string // anomaly kinds that must not be
+		cause   string   // the cause of every double holder
 	}{
 		{name: "redisson without faults is safe", lock: "redisson", nemesis: "none", verdict: checker.Safe,
 			absent: []string{checker.KindDoubleHolder, checker.KindLostUpdate, checker.KindForeignRelease}},
 		// The watchdog is a goroutine of the frozen process: it renews
 		// nothing, the lease runs out and another client takes the lock.
 		{name: "redisson under pauses longer than the TTL has a double holder", lock: "redisson", nemesis: "pause",
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}, absent: []string{checker.KindForeignRelease}},
+			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}, absent: []string{checker.KindForeignRelease},
+			// The pause stopped the renewals: lost by design, not unknown.
+			cause: checker.CauseLeaseExpired},
 		// Pauses of 0.1-0.3 TTL: the last renewal was at most TTL/3 before
 		// the pause, so the lease outlives it and the watchdog renews it
 		// on resuming.
@@ -99,6 +102,11 @@ func TestRedisMultiCells(t *testing.T) {
 			}
 			for _, k := range tc.absent {
 				require.Zero(t, found[k], "want no %s anomaly; got %v", k, found)
+			}
+			for _, a := range r.Anomalies {
+				if tc.cause != "" && a.Kind == checker.KindDoubleHolder {
+					require.Equal(t, tc.cause, a.Cause, a.Explanation)
+				}
 			}
 			if tc.nemesis == "failover" {
 				h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
