@@ -385,13 +385,26 @@ func faultClient(f history.Fault) (int, bool) {
 }
 
 // struck reports whether fault f struck where it could matter:
-//   - a fault aimed at a client, while that client held the lock;
+//   - a fault aimed at a client, while that client held the lock (a
+//     lost-reply partition, aimed at the acquire its client sends next:
+//     when that acquire was granted or may have been);
 //   - a failover, when the replica was promoted while a client held the
 //     lock granted before the promotion (and, in a lease run, that lease
 //     could still be live: a promotion after the lease surely ran out
 //     cannot give the lock away twice);
 //   - any other (server) fault, while some client held the lock.
 func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int][]Hold, slack int64) bool {
+	if f.Name == "partition" && strings.HasPrefix(f.Detail, "lost-reply") {
+		// Aimed at the acquire its client was about to send: it matters
+		// when that acquire could have been granted.
+		i := sort.Search(len(h.Ops), func(i int) bool { return h.Ops[i].Call >= f.Start })
+		for ; i < len(h.Ops); i++ {
+			if op := &h.Ops[i]; op.Client == f.Client && op.Op == history.Acquire {
+				return op.Type != history.Fail
+			}
+		}
+		return false
+	}
 	if c, ok := faultClient(f); ok {
 		return heldAt(byClient[c], f.Start)
 	}

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,6 +37,25 @@ func TestVerdict(t *testing.T) {
 			b.info.Nemeses = []string{"kill"}
 			b.faultAt("kill", "redis-1", 7, 8)
 			b.cycles(12, 0)
+		}},
+		// A lost reply is aimed at the acquire its client sends next: it
+		// matters when that acquire is granted (or may have been).
+		{name: "a lost reply aimed at an acquire that was refused", verdict: Inconclusive, why: "no partition fault started while its client held the lock", build: func(b *hb) {
+			b.info.Nemeses = []string{"partition"}
+			t := b.cycles(6, 0)
+			lostReply(b, 3, t, t+50)
+			b.acq(1, t+0.1, t+0.5, "h") // got in first
+			b.acqFail(3, t+1, t+60, history.ReasonHeld)
+			b.rel(1, t+70, t+71, "h", history.OK, "h")
+			b.cycles(6, t+100)
+		}},
+		{name: "a lost reply aimed at an acquire that was granted", verdict: Safe, why: "1 fault while the lock was held", build: func(b *hb) {
+			b.info.Nemeses = []string{"partition"}
+			t := b.cycles(6, 0)
+			lostReply(b, 3, t, t+50)
+			b.acq(3, t+1, t+60, "late")
+			b.rel(3, t+70, t+71, "late", history.OK, "late")
+			b.cycles(6, t+100)
 		}},
 		// A failover matters only if the replica is promoted while the
 		// holder whose grant it followed still holds a live lease.
@@ -222,4 +242,13 @@ func TestStoppedEarlyWithoutViolationIsInconclusive(t *testing.T) {
 	require.Contains(t, r.Why, "stopped early for a violation the online checker saw")
 	h.Ended = "time limit"
 	require.Equal(t, Safe, Check(h, DefaultOptions()).Verdict)
+}
+
+// lostReply adds a lost-reply partition aimed at client c's next acquire,
+// as the partition nemesis records it.
+func lostReply(b *hb, c int, start, end float64) {
+	b.fault++
+	target := fmt.Sprintf("redis-1 -> client %d", c)
+	b.add(start, history.Event{Type: history.FaultStart, Fault: "partition", FaultID: b.fault, Target: target, Client: c, Detail: "lost-reply for 50ms"})
+	b.add(end, history.Event{Type: history.FaultEnd, Fault: "partition", FaultID: b.fault, Target: target, Client: c, Detail: "healed"})
 }
