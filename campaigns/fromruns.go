@@ -56,7 +56,10 @@ func result(runDir string, check Checker) (*checker.Result, error) {
 
 // FromRuns builds a campaign, with no expectations, from every run
 // directory found below dir (a directory with a history.jsonl): one cell
-// per lock variant and fault combination, one run per stored run.
+// per lock variant and fault combination, one run per stored run. An
+// interrupted run is kept on record but counts in nothing when a finished
+// run of the same cell and seed exists, and shows as "interrupted"
+// otherwise (reports.Cell.Summarize).
 func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 	var runDirs []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -126,8 +129,10 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		run := reports.CellRun{Seed: info.Seed, Dir: filepath.ToSlash(rel), Servers: info.Servers, Version: info.Version}
 		FillRun(&run, res)
 		cell.Runs = append(cell.Runs, run)
-		if len(cell.Runs) > c.Runs {
-			c.Runs = len(cell.Runs)
+		// Runs per cell: the finished ones (an interrupted run and the
+		// run that replaced it are one).
+		if n := cell.Finished(); n > c.Runs {
+			c.Runs = n
 		}
 		if !seedSet || info.Seed < c.Seed { // the campaign's seed: the lowest
 			seedSet = true

@@ -111,15 +111,22 @@ func (p *progress) started(cell *reports.Cell, seed int64) {
 		p.done+1, p.total, k, time.Duration(cell.TimeLimitNs), p.elapsed(), p.remaining(), p.anomalies())
 }
 
-// finished records the end of a run of cell; run is nil when it was
-// interrupted.
-func (p *progress) finished(cell *reports.Cell, run *reports.CellRun) {
+// finished records the end of the run of cell with seed; run is nil when
+// it was interrupted before it recorded anything.
+func (p *progress) finished(cell *reports.Cell, seed int64, run *reports.CellRun) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if run == nil {
+	k := key(cell, seed)
+	if run == nil || run.Interrupted {
+		delete(p.current, k)
+		if run != nil {
+			if p.live {
+				fmt.Fprint(p.out, "\r\033[K")
+			}
+			fmt.Fprintf(p.out, "[%d/%d] %s: interrupted (kept in %s; a resume runs it again)\n", p.done+1, p.total, k, run.Dir)
+		}
 		return
 	}
-	k := key(cell, run.Seed)
 	if t, ok := p.current[k]; ok {
 		if o := time.Since(t) - p.limits[k]; o > 0 {
 			p.over += o

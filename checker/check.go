@@ -58,6 +58,8 @@ func Check(h *history.History, opts Options) Result {
 		Seed:           h.Info.Seed,
 		Fence:          h.Info.Fence,
 		Truncated:      h.Truncated,
+		Interrupted:    h.Ended == history.EndedInterrupted,
+		StoppedEarly:   h.Ended == history.EndedEarly,
 		Anomalies:      []Anomaly{},
 		FirstViolation: -1,
 	}
@@ -105,6 +107,9 @@ func Check(h *history.History, opts Options) Result {
 	r.Verdict, r.Why = verdict(h, &r, f.holds, opts)
 	if h.Truncated {
 		r.Why += " (history truncated)"
+	}
+	if r.Interrupted {
+		r.Why += " (the run was interrupted before its time limit)"
 	}
 	return r
 }

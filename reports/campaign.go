@@ -30,6 +30,11 @@ const (
 	NotRun        = "not-run"
 )
 
+// VerdictInterrupted is the verdict of a CellRun (and of a cell whose runs
+// are all interrupted) that was interrupted before its time limit: it
+// proves nothing, and a finished run of the same seed supersedes it.
+const VerdictInterrupted = "interrupted"
+
 // Expectations a cell may have.
 const (
 	ExpectSafe   = "safe"
@@ -119,7 +124,7 @@ type Cell struct {
 type CellRun struct {
 	Seed             int64          `json:"seed"`
 	Dir              string         `json:"dir,omitempty"` // relative to the campaign directory
-	Verdict          string         `json:"verdict"`       // safe | unsafe | inconclusive | error
+	Verdict          string         `json:"verdict"`       // safe | unsafe | inconclusive | error | interrupted
 	Why              string         `json:"why,omitempty"`
 	Error            string         `json:"error,omitempty"`
 	Anomalies        map[string]int `json:"anomalies,omitempty"`
@@ -144,6 +149,39 @@ type CellRun struct {
 	// directory), Reused whether an earlier run had started it.
 	Cluster string `json:"cluster,omitempty"`
 	Reused  bool   `json:"reused,omitempty"`
+	// Interrupted: the run was interrupted (Ctrl-C) before its time limit.
+	// Its Verdict is "interrupted" (Why keeps what the check of its
+	// recorded part said); it counts in no verdict, and a finished run of
+	// the same seed supersedes it (Superseded).
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// Superseded reports whether run i of the cell is an interrupted run that a
+// finished run of the same seed supersedes: aggregations ignore it (it is
+// kept on record).
+func (cell *Cell) Superseded(i int) bool {
+	r := &cell.Runs[i]
+	if !r.Interrupted {
+		return false
+	}
+	for k := range cell.Runs {
+		if k != i && cell.Runs[k].Seed == r.Seed && !cell.Runs[k].Interrupted {
+			return true
+		}
+	}
+	return false
+}
+
+// Finished counts the runs of the cell that ran their course (not
+// interrupted).
+func (cell *Cell) Finished() int {
+	n := 0
+	for _, r := range cell.Runs {
+		if !r.Interrupted {
+			n++
+		}
+	}
+	return n
 }
 
 // Differs counts the cells whose outcome differs from their expectation.
@@ -187,12 +225,29 @@ func (c *Campaign) Servers() []string {
 
 // Summarize recomputes a cell's verdict, anomaly counts, first violation,
 // availability and outcome from its runs and its status.
+//
+// Interrupted runs count in nothing: one that a finished run of the same
+// seed supersedes is ignored, and the others make the cell "interrupted"
+// (unless a finished run proved it unsafe or failed), also while it is
+// pending, never a verdict.
 func (cell *Cell) Summarize() {
 	cell.Anomalies, cell.Contained, cell.Causes = nil, nil, nil
 	cell.FirstViolationNs, cell.Held, cell.Verdict = -1, 0, ""
+	interrupted := 0
+	for i, r := range cell.Runs {
+		if r.Interrupted && !cell.Superseded(i) {
+			interrupted++
+		}
+	}
+	if cell.Status == CellPending && interrupted > 0 {
+		cell.Verdict = VerdictInterrupted
+	}
 	if cell.Status == CellDone || cell.Status == CellError {
 		safe, unsafe, errs, n := 0, 0, 0, 0
 		for _, r := range cell.Runs {
+			if r.Interrupted {
+				continue
+			}
 			switch r.Verdict {
 			case "safe":
 				safe++
@@ -220,9 +275,11 @@ func (cell *Cell) Summarize() {
 			cell.Verdict = "error"
 		case unsafe > 0:
 			cell.Verdict = "unsafe"
-		case safe == len(cell.Runs) && safe > 0:
+		case interrupted > 0:
+			cell.Verdict = VerdictInterrupted
+		case safe == n && safe > 0:
 			cell.Verdict = "safe"
-		case len(cell.Runs) > 0:
+		case n > 0:
 			cell.Verdict = "inconclusive"
 		}
 	}
@@ -235,6 +292,12 @@ func cellOutcome(cell *Cell) string {
 		return NotRun
 	case CellPending:
 		return NotRun
+	}
+	if cell.Verdict == VerdictInterrupted {
+		// Interrupted runs prove nothing either way.
+		return NotRun
+	}
+	switch cell.Status {
 	case CellSkipped, CellError:
 		// A cell with an expectation that could not be run is a change
 		// the nightly job must see (a missing server, no root).

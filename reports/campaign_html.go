@@ -36,7 +36,7 @@ type matrixRow struct {
 
 type cellView struct {
 	*Cell
-	Class     string // safe | unsafe | inconclusive | error | na | skipped | pending
+	Class     string // safe | unsafe | inconclusive | error | na | skipped | pending | interrupted
 	Label     string // big text in the matrix
 	Kinds     string // "3 double-holder, 1 lost-update"
 	Contained string
@@ -48,6 +48,9 @@ type cellView struct {
 	Anchor    string
 	Runs      []runView2
 	Empty     bool // no cell at this row and column
+	// Superseded counts the interrupted runs a finished run of the same
+	// seed replaced: not shown, not counted.
+	Superseded int
 }
 
 type runView2 struct {
@@ -60,6 +63,9 @@ type runView2 struct {
 
 // CellClass is the colour class of a cell.
 func CellClass(c *Cell) string {
+	if c.Verdict == VerdictInterrupted && c.Status != CellError {
+		return "interrupted"
+	}
 	switch c.Status {
 	case CellNA:
 		return "na"
@@ -91,6 +97,8 @@ func buildCell(c *Cell) cellView {
 		v.Label = "skipped"
 	case "pending":
 		v.Label = "not run"
+	case "interrupted":
+		v.Label = "interrupted"
 	default:
 		v.Label = c.Verdict
 	}
@@ -101,16 +109,35 @@ func buildCell(c *Cell) cellView {
 		v.Held = fmt.Sprintf("%.0f%%", 100*c.Held)
 	}
 	// Link to the run that proves the verdict: the first unsafe run of an
-	// unsafe cell, else the first run with a page.
-	for _, r := range c.Runs {
-		if r.Dir != "" && (v.Link == "" || (c.Verdict == "unsafe" && r.Verdict == "unsafe")) {
-			v.Link = runLink(r.Dir)
-			if c.Verdict != "unsafe" || r.Verdict == "unsafe" {
-				break
-			}
+	// unsafe cell, else the first run with a page (a finished one before
+	// an interrupted one).
+	rank := func(r *CellRun) int {
+		switch {
+		case c.Verdict == "unsafe" && r.Verdict == "unsafe":
+			return 0
+		case !r.Interrupted:
+			return 1
+		}
+		return 2
+	}
+	best := -1
+	for i := range c.Runs {
+		r := &c.Runs[i]
+		if r.Dir == "" || c.Superseded(i) {
+			continue
+		}
+		if best < 0 || rank(r) < rank(&c.Runs[best]) {
+			best = i
 		}
 	}
-	for _, r := range c.Runs {
+	if best >= 0 {
+		v.Link = runLink(c.Runs[best].Dir)
+	}
+	for i, r := range c.Runs {
+		if c.Superseded(i) {
+			v.Superseded++
+			continue
+		}
 		rv := runView2{CellRun: r, Startup: durOrDash(r.StartupNs), Wall: durOrDash(r.WallNs)}
 		if r.Dir != "" {
 			rv.Link = runLink(r.Dir)
@@ -283,6 +310,9 @@ func WriteCampaignJUnit(w io.Writer, c *Campaign) error {
 			}
 			tc.Failure = &junitMsg{Message: "verdict differs from expectation", Text: msg}
 			s.Failures++
+		case cell.Outcome == NotRun && cell.Verdict == VerdictInterrupted:
+			tc.Skipped = &junitMsg{Message: "interrupted: the run was interrupted before its time limit (locktest campaign --resume runs it again)"}
+			s.Skipped++
 		case cell.Outcome == NotRun:
 			tc.Skipped = &junitMsg{Message: cell.Status + ": " + cell.Reason}
 			s.Skipped++
@@ -307,7 +337,7 @@ func WriteCampaignJUnit(w io.Writer, c *Campaign) error {
 
 var mdMark = map[string]string{
 	"safe": "🟢 safe", "unsafe": "🔴 unsafe", "inconclusive": "🟠 inconclusive", "error": "⚠️ error",
-	"na": "n/a", "skipped": "⏭ skipped", "pending": "… not run", "empty": "",
+	"na": "n/a", "skipped": "⏭ skipped", "pending": "… not run", "interrupted": "⏸ interrupted", "empty": "",
 }
 
 // WriteCampaignMarkdown writes a summary for a CI job summary: the
