@@ -272,6 +272,7 @@ func (r *runner) do(ctx context.Context, j job) {
 		opts.Cluster = r.c.Cluster
 	}
 	opts.Pool = r.pool
+	opts.StopEarly = r.c.StopsEarly()
 	defer r.finishKey(j.key)
 	t0 := time.Now()
 	var out *harness.Outcome
@@ -398,7 +399,8 @@ func Options2Harness(cell *reports.Cell, seed int64, store string) (harness.Opti
 		WaitTimeout: time.Duration(cell.WaitTimeoutNs), OpTimeout: time.Duration(cell.OpTimeoutNs),
 		Store: store, Cluster: "local", Topology: cell.Topology, Quiet: true, Out: io.Discard,
 		// A certain violation settles the cell's verdict: the rest of the
-		// run would only repeat it.
+		// run would only repeat it. The campaign's stop_early (--stop-early)
+		// decides (Run sets it from reports.Campaign.StopsEarly).
 		StopEarly: true,
 		Command:   fmt.Sprintf("locktest campaign cell %s seed %d", cell.ID, seed),
 	}
@@ -479,6 +481,7 @@ func FillRun(run *reports.CellRun, res *checker.Result) {
 	if n.DurationNs > 0 {
 		run.Held = float64(n.HeldNs) / float64(n.DurationNs)
 	}
+	run.StoppedEarly = run.StoppedEarly || res.StoppedEarly
 	if res.Interrupted || was {
 		markInterrupted(run)
 	}

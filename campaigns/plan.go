@@ -244,7 +244,8 @@ func PlanConfig(c *Config, env Environment) (*reports.Campaign, error) {
 // plan turns a config into the campaign's cells; columns orders the
 // columns (nil: in the order of nemesis.All, combinations last).
 func plan(c *Config, columns []string, env Environment) (*reports.Campaign, error) {
-	camp := &reports.Campaign{Schema: reports.CampaignSchema, Name: c.Name, Runs: c.Runs, Seed: 1, Cluster: env.Cluster}
+	stop := c.StopEarly == nil || *c.StopEarly
+	camp := &reports.Campaign{Schema: reports.CampaignSchema, Name: c.Name, Runs: c.Runs, Seed: 1, Cluster: env.Cluster, StopEarly: &stop}
 	if camp.Cluster == "" {
 		camp.Cluster = ClusterLocal
 	}

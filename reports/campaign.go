@@ -75,7 +75,16 @@ type Campaign struct {
 	WorkloadNs    int64 `json:"workload_ns"`
 	ClusterStarts int   `json:"cluster_starts"`
 	ClusterReuses int   `json:"cluster_reuses"`
+	// StopEarly: every run stops at the first violation the online
+	// checker is certain of (harness.Options.StopEarly; not in fenced
+	// runs), so an unsafe cell's counts are lower bounds. nil (campaigns
+	// from before it was recorded) means true; see StopsEarly.
+	StopEarly *bool `json:"stop_early,omitempty"`
 }
+
+// StopsEarly says whether the campaign's runs stop at their first certain
+// violation (the default).
+func (c *Campaign) StopsEarly() bool { return c.StopEarly == nil || *c.StopEarly }
 
 // Cell is one scheme (with its variant: fencing, blocking acquire,
 // topology, parameters) under one fault combination.
@@ -116,8 +125,12 @@ type Cell struct {
 	FirstViolationNs int64 `json:"first_violation_ns"`
 	// Held is the mean share of the run during which a client surely held
 	// the lock: how available the lock was for useful work.
-	Held float64   `json:"held"`
-	Runs []CellRun `json:"runs"`
+	Held float64 `json:"held"`
+	// StoppedEarly: some run of the cell stopped at its first certain
+	// violation (CellRun.StoppedEarly): its anomaly counts are lower
+	// bounds ("at least"), and its availability covers the time it ran.
+	StoppedEarly bool      `json:"stopped_early,omitempty"`
+	Runs         []CellRun `json:"runs"`
 }
 
 // CellRun is one run of a cell.
@@ -232,7 +245,7 @@ func (c *Campaign) Servers() []string {
 // pending, never a verdict.
 func (cell *Cell) Summarize() {
 	cell.Anomalies, cell.Contained, cell.Causes = nil, nil, nil
-	cell.FirstViolationNs, cell.Held, cell.Verdict = -1, 0, ""
+	cell.FirstViolationNs, cell.Held, cell.Verdict, cell.StoppedEarly = -1, 0, "", false
 	interrupted := 0
 	for i, r := range cell.Runs {
 		if r.Interrupted && !cell.Superseded(i) {
@@ -256,6 +269,7 @@ func (cell *Cell) Summarize() {
 			case "error":
 				errs++
 			}
+			cell.StoppedEarly = cell.StoppedEarly || r.StoppedEarly
 			cell.Anomalies = addCounts(cell.Anomalies, r.Anomalies)
 			cell.Contained = addCounts(cell.Contained, r.Contained)
 			cell.Causes = addCounts(cell.Causes, r.Causes)

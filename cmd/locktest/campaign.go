@@ -48,6 +48,7 @@ type CampaignOptions struct {
 	Quiet          bool
 	Cluster        string
 	NoReuse        bool
+	StopEarly      bool
 	Fence, Wait    bool
 	Settings       campaigns.Settings
 	timeLimit, ttl time.Duration
@@ -91,6 +92,14 @@ starts a cluster for every run. The time spent starting clusters, the starts
 saved and the time the workloads ran are in the final summary and
 results.json.
 
+Every run stops at the first violation the online checker is certain of
+(--stop-early, the default; also "stop_early: false" in a --config file):
+the verdict cannot change any more, so the campaign moves on. An unsafe
+cell's anomaly counts then cover the run up to that point ("at least", the
+pages say so) and its availability the time it ran. --stop-early=false runs
+every cell its full --time-limit, for complete counts and availability.
+Fenced runs never stop early (fencing may still contain the violation).
+
 --cluster docker starts the
 servers in containers instead of host processes (the images of
 scripts/build-images.sh); a cell whose topology the docker backend does not
@@ -120,6 +129,7 @@ run is n/a, and every cell is skipped when docker or its image is not here.
 	fl.BoolVar(&o.Quiet, "quiet", false, "plain progress lines instead of a live status line")
 	fl.StringVar(&o.Cluster, "cluster", "local", "where every run starts its servers: local (processes on this host) or docker (containers; cells whose topology it does not run are n/a)")
 	fl.BoolVar(&o.NoReuse, "no-reuse", false, "start a cluster for every run instead of sharing started ones across cells")
+	fl.BoolVar(&o.StopEarly, "stop-early", true, "stop each run at its first certain violation (anomaly counts are then lower bounds); --stop-early=false runs full time limits (overrides stop_early in --config)")
 	fl.BoolVar(&o.Fence, "fence", false, "with --locks: run every scheme with fencing tokens (schemes without them are refused)")
 	fl.BoolVar(&o.Wait, "wait", false, "with --locks: blocking acquires")
 	fl.DurationVar(&o.timeLimit, "time-limit", 30*time.Second, "how long each run's workload lasts")
@@ -182,6 +192,9 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 		if o.set("cluster") && o.Cluster != was {
 			return usageErr("resume: the campaign runs on --cluster %s, not %s", was, o.Cluster)
 		}
+		if o.set("stop-early") && o.StopEarly != camp.StopsEarly() {
+			return usageErr("resume: the campaign runs with --stop-early=%v, not %v", camp.StopsEarly(), o.StopEarly)
+		}
 	case o.Config != "":
 		cfg, err := campaigns.LoadConfig(o.Config)
 		if err != nil {
@@ -194,6 +207,9 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 		}
 		if o.set("seed") {
 			cfg.Seed = &o.Seed
+		}
+		if o.set("stop-early") {
+			cfg.StopEarly = &o.StopEarly
 		}
 		if camp, err = campaigns.PlanConfig(cfg, env); err != nil {
 			return usageErr("%s: %v", o.Config, err)
@@ -210,7 +226,7 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 		if camp, err = campaigns.PlanLists(campaigns.Lists{Locks: o.Locks, Nemeses: o.Nemeses, Settings: set, Fence: o.Fence, Wait: o.Wait}, env); err != nil {
 			return usageErr("%v", err)
 		}
-		camp.Runs, camp.Seed = o.Runs, o.Seed
+		camp.Runs, camp.Seed, camp.StopEarly = o.Runs, o.Seed, &o.StopEarly
 		camp.Name = "adhoc"
 	}
 	if dir == "" {
