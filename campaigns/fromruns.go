@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
 )
 
@@ -104,8 +105,16 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		if b, err := os.ReadFile(filepath.Join(rd, "config.json")); err == nil && json.Unmarshal(b, &cfg) == nil {
 			params, topology = cfg.Options.Params, cfg.Options.Topology
 		}
-		row := RowName(info.Lock, topology, info.Fence, info.Wait, params)
 		col := strings.Join(info.Nemeses, "+")
+		rowTopology, note := topology, ""
+		if s, ok := locks.Lookup(info.Lock); ok && topology != "" {
+			// A run on the topology a campaign picks for this fault
+			// (AutoTopology) belongs to the scheme's own row.
+			if t, why := AutoTopology(s, col); t == topology {
+				rowTopology, note = "", fmt.Sprintf("runs on %s: %s", t, why)
+			}
+		}
+		row := RowName(info.Lock, rowTopology, info.Fence, info.Wait, params)
 		if !rows[row] {
 			rows[row] = true
 			c.Rows = append(c.Rows, row)
@@ -116,7 +125,7 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		if cell == nil {
 			c.Cells = append(c.Cells, reports.Cell{
 				ID: id, Row: row, Column: col, Lock: info.Lock, Nemesis: strings.Join(info.Nemeses, ","),
-				Topology: topology, Fence: info.Fence, Wait: info.Wait, Params: params,
+				Topology: topology, Note: note, Fence: info.Fence, Wait: info.Wait, Params: params,
 				TimeLimitNs: info.TimeLimitMs * 1e6, Clients: info.Clients, TTLNs: info.TTLMillis * 1e6,
 				Status: reports.CellDone,
 			})

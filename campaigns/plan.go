@@ -200,6 +200,25 @@ func Applicable(s locks.Scheme, topology, column string, env Environment) (statu
 	return "", ""
 }
 
+// AutoTopology picks, for a cell of scheme s on its own topology under
+// the faults of column, another topology the scheme runs on
+// (locks.Scheme.Topologies) when a fault needs what its own topology lacks
+// and the other has it: failover -> mysql-replicated for the MySQL
+// schemes. It returns "" when the scheme's own topology takes the faults,
+// or when no other does; why says what the own topology lacks.
+func AutoTopology(s locks.Scheme, column string) (topology, why string) {
+	st, reason := Applicable(s, "", column, Environment{})
+	if st != reports.CellNA {
+		return "", ""
+	}
+	for _, t := range s.Topologies {
+		if st, _ := Applicable(s, t, column, Environment{}); st == "" {
+			return t, reason
+		}
+	}
+	return "", ""
+}
+
 // Lists are the --locks/--nemeses form of a campaign.
 type Lists struct {
 	Locks    string // comma separated, or "all"
@@ -301,7 +320,15 @@ func plan(c *Config, columns []string, env Environment) (*reports.Campaign, erro
 			if camp.Cell(cell.ID) != nil {
 				return nil, fmt.Errorf("cell %s given twice", cell.ID)
 			}
-			if st, why := Applicable(s, cc.Topology, col, env); st != "" {
+			if cc.Topology == "" {
+				// A fault the scheme's own topology cannot take, on
+				// another topology it runs on that can.
+				if t, why := AutoTopology(s, col); t != "" {
+					cell.Topology = t
+					cell.Note = fmt.Sprintf("runs on %s: %s", t, why)
+				}
+			}
+			if st, why := Applicable(s, cell.Topology, col, env); st != "" {
 				cell.Status, cell.Reason = st, why
 			}
 			cell.Summarize()

@@ -89,12 +89,16 @@ func (c *Campaign) StopsEarly() bool { return c.StopEarly == nil || *c.StopEarly
 // Cell is one scheme (with its variant: fencing, blocking acquire,
 // topology, parameters) under one fault combination.
 type Cell struct {
-	ID            string            `json:"id"`  // Row + "/" + Column
-	Row           string            `json:"row"` // e.g. "redis-lua +fence"
-	Column        string            `json:"column"`
-	Lock          string            `json:"lock"`
-	Nemesis       string            `json:"nemesis"` // comma separated
-	Topology      string            `json:"topology,omitempty"`
+	ID       string `json:"id"`  // Row + "/" + Column
+	Row      string `json:"row"` // e.g. "redis-lua +fence"
+	Column   string `json:"column"`
+	Lock     string `json:"lock"`
+	Nemesis  string `json:"nemesis"` // comma separated
+	Topology string `json:"topology,omitempty"`
+	// Note says why the cell runs on another topology than its row's
+	// ("runs on mysql-replicated: topology mysql has no primary with a
+	// replica to fail over").
+	Note          string            `json:"note,omitempty"`
 	Fence         bool              `json:"fence,omitempty"`
 	Wait          bool              `json:"wait,omitempty"`
 	Params        map[string]string `json:"params,omitempty"`
