@@ -328,6 +328,13 @@ func plan(c *Config, columns []string, env Environment) (*reports.Campaign, erro
 					cell.Note = fmt.Sprintf("runs on %s: %s", t, why)
 				}
 			}
+			if cell.Expect != "" {
+				// An expectation on a cell that can never run is a
+				// mistake in the config, not a cell to skip quietly.
+				if st, why := Applicable(s, cell.Topology, col, Environment{}); st == reports.CellNA {
+					return nil, fmt.Errorf("cell %s (cell %d of the config) expects %s, but %s does not apply: %s", cell.ID, i+1, cell.Expect, col, why)
+				}
+			}
 			if st, why := Applicable(s, cell.Topology, col, env); st != "" {
 				cell.Status, cell.Reason = st, why
 			}

@@ -78,14 +78,14 @@ cells:
     expect: {none: safe, pause: safe, "pause+kill": either}
   - lock: redis-lua
     time_limit: 9s
-    expect: {failover: safe}
+    expect: {kill: safe}
 `
 	c, err := campaigns.ParseConfig([]byte(good))
 	require.NoError(t, err)
 	camp, err := campaigns.PlanConfig(c, campaigns.Environment{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"redis-lua +fence", "redis-lua"}, camp.Rows)
-	require.Equal(t, []string{"none", "pause", "failover", "pause+kill"}, camp.Columns)
+	require.Equal(t, []string{"none", "pause", "kill", "pause+kill"}, camp.Columns)
 	require.Equal(t, int64(7), camp.Seed)
 	require.Equal(t, 2, camp.Runs)
 	cell := camp.Cell("redis-lua +fence/pause+kill")
@@ -95,10 +95,14 @@ cells:
 	require.Equal(t, int64(3e9), cell.TimeLimitNs)
 	require.Equal(t, int64(5e8), cell.TTLNs)
 	require.Equal(t, "50ms..250ms", cell.Hold) // built-in default
-	fo := camp.Cell("redis-lua/failover")
+	require.Equal(t, int64(9e9), camp.Cell("redis-lua/kill").TimeLimitNs)
+	// Without an expectation (--locks/--nemeses) a fault that does not
+	// apply is an n/a cell, which never differs.
+	lists, err := campaigns.PlanLists(campaigns.Lists{Locks: "redis-lua", Nemeses: "none,failover"}, campaigns.Environment{})
+	require.NoError(t, err)
+	fo := lists.Cell("redis-lua/failover")
 	require.Equal(t, reports.CellNA, fo.Status)
-	require.Equal(t, reports.NotRun, fo.Outcome) // n/a never differs
-	require.Equal(t, int64(9e9), fo.TimeLimitNs)
+	require.Equal(t, reports.NotRun, fo.Outcome)
 
 	bad := []struct{ name, yaml string }{
 		{"unknown key", "cells:\n  - lock: redis-lua\n    expekt: {none: safe}\n"},
@@ -117,6 +121,7 @@ cells:
 		{"unknown lock", "cells:\n  - lock: nope\n    expect: {none: safe}\n"},
 		{"unknown fault", "cells:\n  - lock: redis-lua\n    expect: {earthquake: safe}\n"},
 		{"fence without tokens", "cells:\n  - lock: redlock\n    fence: true\n    expect: {none: safe}\n"},
+		{"expectation on a cell that is n/a", "cells:\n  - lock: redis-lua\n    expect: {none: safe, failover: safe}\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := campaigns.ParseConfig([]byte(tc.yaml))

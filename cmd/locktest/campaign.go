@@ -20,8 +20,9 @@ const campaignExitHelp = `Exit codes:
   1    some cell differs from its expectation: a verdict changed, or a cell
        with an expectation could not run (skipped for a missing server or
        root); see summary.md and index.html
-  2    usage or harness error (bad flags or config; a run that failed with a
-       harness error: its cell shows "error")
+  2    usage or harness error (bad flags or config, including an expected
+       verdict for a cell whose fault does not apply to it; a run that
+       failed with a harness error: its cell shows "error")
   130  interrupted (Ctrl-C): every finished cell is kept; --resume DIR goes on`
 
 // campaignRunner runs the cells; tests put a fake here.

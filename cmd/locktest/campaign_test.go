@@ -352,3 +352,24 @@ func TestCampaignStopEarly(t *testing.T) {
 	require.NotNil(t, help.Flags().Lookup("stop-early"))
 	require.Equal(t, "true", help.Flags().Lookup("stop-early").DefValue)
 }
+
+// TestCampaignConfigExpectsNA: an expectation on a cell whose fault does
+// not apply (and that no other topology of the scheme takes) is a config
+// error: exit 2, one line naming the cell, the fault and why.
+func TestCampaignConfigExpectsNA(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("cells:\n  - lock: redis-lua\n    expect: {none: safe, failover: safe}\n"), 0o644))
+	c := newCampaignCmd()
+	c.SetOut(&bytes.Buffer{})
+	c.SetErr(&bytes.Buffer{})
+	c.SetArgs([]string{"--config", cfg, "--dir", t.TempDir(), "--quiet"})
+	err := c.ExecuteContext(context.Background())
+	var ec exitCode
+	require.ErrorAs(t, err, &ec)
+	require.Equal(t, exitError, ec.code)
+	msg := ec.err.Error()
+	require.NotContains(t, msg, "\n")
+	require.Contains(t, msg, "cell redis-lua/failover")
+	require.Contains(t, msg, "expects safe, but failover does not apply: topology redis has no primary with a replica to fail over")
+	require.True(t, strings.HasPrefix(msg, cfg+": "), msg)
+}
