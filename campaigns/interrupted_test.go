@@ -155,6 +155,13 @@ func TestInterruptedCampaignRunResumes(t *testing.T) {
 	require.NoError(t, err)
 	_, rows := matrix(t, index)
 	require.Equal(t, "interrupted", rows["redis-lua"]["none"].class)
+	// No cell ran: a neutral header, not a green "as expected".
+	require.Contains(t, string(index), `<header class="campaign neutral" id="top">`)
+	require.Contains(t, string(index), `<div class="why" id="status">interrupted: 0 of 1 cells ran</div>`)
+	require.NotContains(t, string(index), "as expected")
+	md, err := os.ReadFile(filepath.Join(dir, campaigns.SummaryFile))
+	require.NoError(t, err)
+	require.Contains(t, string(md), ": interrupted: 0 of 1 cells ran\n")
 
 	// Resume: the same seed again, into a new directory.
 	c, err = campaigns.Load(dir)
@@ -181,6 +188,10 @@ func TestInterruptedCampaignRunResumes(t *testing.T) {
 	require.True(t, cell.Superseded(0))
 	require.Equal(t, "safe", cell.Verdict)
 	require.FileExists(t, filepath.Join(dir, cell.Runs[0].Dir, "history.jsonl"), "nothing recorded is deleted")
+	index, err = os.ReadFile(filepath.Join(dir, campaigns.IndexFile))
+	require.NoError(t, err)
+	require.Contains(t, string(index), `<header class="campaign good" id="top">`)
+	require.Equal(t, 1, c.ClusterStarts, "the interrupted run started the only cluster")
 
 	// `locktest report` of the campaign, and of its runs as a store.
 	require.NoError(t, campaigns.Refresh(dir, c, recheck))

@@ -27,6 +27,50 @@ type campaignView struct {
 	StartupPct string
 	Differs    int
 	Counts     map[string]int // cells per verdict class
+	// Status is the header's line and StatusClass its colour: "good"
+	// (every cell that ran is as expected), "bad" (some differ), "neutral"
+	// (interrupted, or nothing ran).
+	Status, StatusClass string
+}
+
+// Ran counts the cells that ran to the end (done or error) and the cells
+// the campaign meant to run (all but n/a).
+func (c *Campaign) Ran() (ran, planned int) {
+	for _, cell := range c.Cells {
+		switch cell.Status {
+		case CellNA:
+			continue
+		case CellDone, CellError:
+			ran++
+		}
+		planned++
+	}
+	return ran, planned
+}
+
+// StatusLine says in a few words how the campaign went: how many cells
+// differ from their expectation, whether it was interrupted (and how much
+// of it ran); class is good, bad or neutral.
+func (c *Campaign) StatusLine() (line, class string) {
+	ran, planned := c.Ran()
+	differs := c.Differs()
+	switch {
+	case c.Interrupted:
+		line, class = fmt.Sprintf("interrupted: %d of %d cells ran", ran, planned), "neutral"
+		if differs > 0 {
+			line += fmt.Sprintf("; %d cell(s) differ from their expectation", differs)
+			class = "bad"
+		} else if ran > 0 {
+			line += "; every cell that ran is as expected"
+		}
+	case differs > 0:
+		line, class = fmt.Sprintf("%d cell(s) differ from their expectation", differs), "bad"
+	case ran == 0:
+		line, class = fmt.Sprintf("no cell ran (%d planned)", planned), "neutral"
+	default:
+		line, class = "every cell that ran is as expected", "good"
+	}
+	return line, class
 }
 
 type matrixRow struct {
@@ -178,6 +222,7 @@ func runLink(dir string) string {
 
 func buildCampaign(c *Campaign) campaignView {
 	v := campaignView{C: c, CSS: css, Columns: c.Columns, Servers: c.Servers(), Differs: c.Differs(), Counts: map[string]int{}}
+	v.Status, v.StatusClass = c.StatusLine()
 	byRC := map[string]*Cell{}
 	for i := range c.Cells {
 		cell := &c.Cells[i]
@@ -346,12 +391,12 @@ var mdMark = map[string]string{
 func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 	v := buildCampaign(c)
 	b := &strings.Builder{}
-	status := "every cell as expected"
-	if n := c.Differs(); n > 0 {
-		status = fmt.Sprintf("**%d cell(s) differ from their expectation**", n)
-	}
-	if c.Interrupted {
-		status += " (interrupted: not every cell ran)"
+	status, class := c.StatusLine()
+	switch {
+	case class == "bad":
+		status = "**" + status + "**"
+	case class == "good":
+		status = "every cell as expected"
 	}
 	fmt.Fprintf(b, "## locktest campaign %s: %s\n\n", c.Name, status)
 	on := ""

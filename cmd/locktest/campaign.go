@@ -269,8 +269,16 @@ func printCampaignTotals(cmd *cobra.Command, c *reports.Campaign) {
 	for i := range c.Cells {
 		n[reports.CellClass(&c.Cells[i])]++
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "cells: %d safe, %d unsafe, %d inconclusive, %d error, %d n/a, %d skipped, %d not run; %d differ from expectation\n",
-		n["safe"], n["unsafe"], n["inconclusive"], n["error"], n["na"], n["skipped"], n["pending"], c.Differs())
+	interrupted := ""
+	if n["interrupted"] > 0 {
+		interrupted = fmt.Sprintf(", %d interrupted", n["interrupted"])
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "cells: %d safe, %d unsafe, %d inconclusive, %d error, %d n/a, %d skipped, %d not run%s; %d differ from expectation\n",
+		n["safe"], n["unsafe"], n["inconclusive"], n["error"], n["na"], n["skipped"], n["pending"], interrupted, c.Differs())
+	if c.Interrupted {
+		ran, planned := c.Ran()
+		fmt.Fprintf(cmd.OutOrStdout(), "interrupted: %d of %d cells ran\n", ran, planned)
+	}
 	pct := func(ns int64) string {
 		if c.WallNs <= 0 {
 			return "-"
