@@ -91,7 +91,7 @@ func Run(ctx context.Context, c *reports.Campaign, o Options) error {
 		return err
 	}
 	defer unlock()
-	c.Finished, c.Interrupted = "", false
+	c.Finished, c.Interrupted, c.Parallel = "", false, o.Parallel
 	r := &runner{c: c, o: o, start: time.Now(), wall0: c.WallNs}
 	// Jobs: every missing run of every pending or failed cell.
 	for i := range c.Cells {

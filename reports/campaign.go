@@ -80,6 +80,26 @@ type Campaign struct {
 	// runs), so an unsafe cell's counts are lower bounds. nil (campaigns
 	// from before it was recorded) means true; see StopsEarly.
 	StopEarly *bool `json:"stop_early,omitempty"`
+	// Parallel is how many runs ran at once (--parallel) in the last
+	// session; StartupNs and WorkloadNs are summed over them, so with
+	// Parallel > 1 they can exceed WallNs.
+	Parallel int `json:"parallel,omitempty"`
+}
+
+// Share says how much of the wall time ns (a sum over runs, as StartupNs
+// and WorkloadNs) is: a percentage, or, when runs ran side by side (or the
+// sum exceeds the wall time), that it is summed over parallel slots; "-"
+// before any wall time.
+func (c *Campaign) Share(ns int64) string {
+	switch {
+	case c.Parallel > 1:
+		return fmt.Sprintf("summed over %d parallel slots", c.Parallel)
+	case c.WallNs <= 0:
+		return "-"
+	case ns > c.WallNs:
+		return "summed over runs side by side"
+	}
+	return fmt.Sprintf("%.0f%%", 100*float64(ns)/float64(c.WallNs))
 }
 
 // StopsEarly says whether the campaign's runs stop at their first certain

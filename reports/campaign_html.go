@@ -246,7 +246,7 @@ func buildCampaign(c *Campaign) campaignView {
 	}
 	v.Wall, v.Startup = long(c.WallNs), long(c.StartupNs)
 	if c.WallNs > 0 {
-		v.StartupPct = fmt.Sprintf("%.0f%%", 100*float64(c.StartupNs)/float64(c.WallNs))
+		v.StartupPct = c.Share(c.StartupNs)
 	}
 	return v
 }

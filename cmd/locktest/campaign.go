@@ -279,15 +279,9 @@ func printCampaignTotals(cmd *cobra.Command, c *reports.Campaign) {
 		ran, planned := c.Ran()
 		fmt.Fprintf(cmd.OutOrStdout(), "interrupted: %d of %d cells ran\n", ran, planned)
 	}
-	pct := func(ns int64) string {
-		if c.WallNs <= 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.0f%%", 100*float64(ns)/float64(c.WallNs))
-	}
 	fmt.Fprintf(cmd.OutOrStdout(), "wall time %s: cluster start-up %s (%s; %d clusters started, %d runs on a reused cluster: %d starts saved), workloads %s (%s)\n",
-		time.Duration(c.WallNs).Round(100*time.Millisecond), time.Duration(c.StartupNs).Round(time.Millisecond), pct(c.StartupNs),
-		c.ClusterStarts, c.ClusterReuses, c.ClusterReuses, time.Duration(c.WorkloadNs).Round(100*time.Millisecond), pct(c.WorkloadNs))
+		time.Duration(c.WallNs).Round(100*time.Millisecond), time.Duration(c.StartupNs).Round(time.Millisecond), c.Share(c.StartupNs),
+		c.ClusterStarts, c.ClusterReuses, c.ClusterReuses, time.Duration(c.WorkloadNs).Round(100*time.Millisecond), c.Share(c.WorkloadNs))
 }
 
 func isTerminal(w any) bool {
