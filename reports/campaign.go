@@ -221,6 +221,10 @@ func (cell *Cell) Finished() int {
 	return n
 }
 
+// KindsText lists the cell's violations by kind and count, most first:
+// "8 double-holder, 1 lost-update".
+func (cell *Cell) KindsText() string { return kinds(cell.Anomalies) }
+
 // Differs counts the cells whose outcome differs from their expectation.
 func (c *Campaign) Differs() int {
 	n := 0

@@ -417,14 +417,7 @@ func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 	for _, r := range v.Rows {
 		fmt.Fprintf(b, "| `%s` |", r.Name)
 		for _, cell := range r.Cells {
-			m := mdMark[cell.Class]
-			if !cell.Empty && cell.Class == "unsafe" && len(cell.Cell.Causes) > 0 {
-				m += " (" + kinds(cell.Cell.Causes) + ")" // e.g. "8 lease-expired": by design, or the service at fault
-			}
-			if !cell.Empty && cell.Outcome == Differs {
-				m += " ❗"
-			}
-			fmt.Fprintf(b, " %s |", m)
+			fmt.Fprintf(b, " %s |", mdCell(cell))
 		}
 		fmt.Fprintln(b)
 	}
@@ -456,6 +449,42 @@ func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mdCell is a cell of the Markdown matrix: its mark, the violations by
+// kind and count as the page's matrix shows them ("at least" for a run cut
+// at its first violation), contained ones, the causes of double holders
+// (by design, or the service at fault), the topology it ran on when not
+// its row's, and ❗ when it differs from its expectation.
+func mdCell(cell cellView) string {
+	if cell.Empty {
+		return ""
+	}
+	m := mdMark[cell.Class]
+	var parts []string
+	if cell.Kinds != "" {
+		k := cell.Kinds
+		if cell.StoppedEarly {
+			k = "at least " + k
+		}
+		parts = append(parts, k)
+	}
+	if cell.Contained != "" {
+		parts = append(parts, "contained: "+cell.Contained)
+	}
+	if len(cell.Cell.Causes) > 0 {
+		parts = append(parts, "cause: "+kinds(cell.Cell.Causes)) // e.g. "8 lease-expired"
+	}
+	if len(parts) > 0 {
+		m += ": " + strings.Join(parts, "; ")
+	}
+	if cell.Note != "" {
+		m += " (on " + cell.Topology + ")"
+	}
+	if cell.Outcome == Differs {
+		m += " ❗"
+	}
+	return strings.ReplaceAll(m, "|", "/")
 }
 
 // causeCounts lists cause counts as "9 lease expired (by design), 1 lease
