@@ -398,6 +398,15 @@ func WriteCampaignJSON(path string, c *Campaign) error {
 			c.Cells[i].Runs = []CellRun{}
 		}
 	}
+	if c.Rows == nil {
+		c.Rows = []string{}
+	}
+	if c.Columns == nil {
+		c.Columns = []string{}
+	}
+	if c.Cells == nil {
+		c.Cells = []Cell{}
+	}
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode campaign: %w", err)

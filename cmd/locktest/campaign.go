@@ -73,8 +73,9 @@ The campaign directory (default store/campaigns/<time>) holds the runs
 (runs/...), campaign.json (the state, written after every run: an interrupted
 campaign keeps every finished run and --resume DIR goes on), and at the end
 index.html (the matrix, each cell linked to the run that proves it),
-results.json (schema locktest-campaign/1, see README), junit.xml (one test
-case per cell) and summary.md (for a CI job summary).
+results.json (schema locktest-campaign/1; every field of it and of a run's
+results.json is in docs/results.md), junit.xml (one test case per cell) and
+summary.md (for a CI job summary).
 
 A --config file (YAML) gives every cell its expected verdict (safe, unsafe or
 either); the exit code then tells whether any cell differed, so a nightly job
