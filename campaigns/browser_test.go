@@ -85,12 +85,18 @@ func TestPagesInBrowser(t *testing.T) {
 		want             []string
 		size             string // window for the screenshot; "" 1400x1100
 	}{
-		{"campaign", campaigns.IndexFile, "campaign.png", []string{`class="matrix"`, `class="unsafe"`, "double-holder", "report.html", "cause: "}, ""},
+		{"campaign", campaigns.IndexFile, "campaign.png", []string{`class="matrix"`, `class="unsafe"`, "double-holder", "report.html", "cause: ", "lock held ", "NOT RUN"}, ""},
 		{"run", "redis-lua/pause/run1/report.html", "run.png", []string{"<svg", "double", "pause", `href="linearization.html"`, "cause: lease expired"}, ""},
 		// porcupine's view, drawn by its script: client rows, operations,
 		// the fault and the checker's anomalies as annotations.
 		{"linearization", "redis-lua/pause/run1/" + reports.LinearizationFile, "linearization.png",
-			[]string{`id="lin-result">linearizable<`, `class="history-rect"`, ">client 1<", ">fault: pause client ", ">checker: double-holder<", "(lease-expired)"}, "2000,800"},
+			// (The run is unsafe: its linearizable history is said to be
+			// linearizable against a lease lock, not a bare "linearizable".)
+			// The anomalies are listed above the view, which opens on the
+			// first one's annotation (outlined: lt-focus).
+			[]string{`id="lin-result">linearizable against a lease lock<`, `id="lin-explain"`, "come from leases that ran out",
+				`id="lin-anomalies"`, "#1 double-holder", `class="client-annotation-rect lt-focus"`,
+				`class="history-rect"`, ">client 1<", ">fault: pause client ", ">checker: double-holder<", "(lease-expired)"}, "2000,800"},
 	}
 	for _, p := range pages {
 		t.Run(p.name, func(t *testing.T) {
@@ -145,8 +151,11 @@ func TestNotLinearizableViewInBrowser(t *testing.T) {
 	page, err := os.ReadFile(filepath.Join(dir, reports.LinearizationFile))
 	require.NoError(t, err)
 	require.NotRegexp(t, external, string(page))
+	// (The drawing scrolls in its own box now, so that the banner stays in
+	// view: scrolled is the box's scroll, or the window's.)
 	probe := `<script>window.addEventListener('load',function(){var s=document.querySelector('.selected');` +
-		`document.documentElement.setAttribute('data-probe','selected='+(s?1:0)+' scrolled='+(window.scrollX>0?1:0))})</script>`
+		`var c=document.querySelector('#canvas');` +
+		`document.documentElement.setAttribute('data-probe','selected='+(s?1:0)+' scrolled='+(window.scrollX>0||c.scrollLeft>0?1:0))})</script>`
 	hooked := strings.Replace(string(page), "<head>", "<head>"+errorHook, 1)
 	hooked = strings.Replace(hooked, "</body>", probe+"</body>", 1)
 	check := filepath.Join(dir, ".check.html")

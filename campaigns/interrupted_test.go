@@ -72,7 +72,7 @@ func TestInterruptedRunInStore(t *testing.T) {
 	require.Contains(t, res.Why, "interrupted")
 	page, err := os.ReadFile(filepath.Join(run0, "report.html"))
 	require.NoError(t, err)
-	require.Contains(t, string(page), `<div class="verdict inconclusive">INTERRUPTED</div>`)
+	require.Contains(t, string(page), `<div class="verdict interrupted">INTERRUPTED</div>`)
 	require.Contains(t, string(page), `id="interrupted"`)
 
 	// The aggregation: the finished run decides, the seed is listed once.

@@ -31,6 +31,11 @@ type campaignView struct {
 	// (every cell that ran is as expected), "bad" (some differ), "neutral"
 	// (interrupted, or nothing ran).
 	Status, StatusClass string
+	// NotRun lists the cells that did not run (n/a, skipped), with why,
+	// under the matrix: a tooltip alone is easy to miss.
+	NotRun []cellView
+	// Cut: some cell has a run cut at its first violation.
+	Cut bool
 }
 
 // Ran counts the cells that ran to the end (done or error) and the cells
@@ -183,6 +188,9 @@ func buildCell(c *Cell) cellView {
 			continue
 		}
 		rv := runView2{CellRun: r, Startup: durOrDash(r.StartupNs), Wall: durOrDash(r.WallNs)}
+		if r.Reused {
+			rv.Startup = "reused" // a cluster an earlier run had started: no start-up
+		}
 		if r.Dir != "" {
 			rv.Link = runLink(r.Dir)
 		}
@@ -229,6 +237,10 @@ func buildCampaign(c *Campaign) campaignView {
 		byRC[cell.Row+"\x00"+cell.Column] = cell
 		cv := buildCell(cell)
 		v.Counts[cv.Class]++
+		v.Cut = v.Cut || cell.StoppedEarly
+		if (cv.Class == "na" || cv.Class == "skipped") && cell.Reason != "" {
+			v.NotRun = append(v.NotRun, cv)
+		}
 		if cell.Status != CellNA {
 			v.Cells = append(v.Cells, cv)
 		}

@@ -165,7 +165,7 @@ func buildHeader(h *history.History, r *checker.Result) headerView {
 		// Never shown as a verdict: the run did not run its course.
 		hv.Interrupted = true
 		hv.Checked = hv.Verdict
-		hv.Verdict, hv.VerdictClass = "INTERRUPTED", "inconclusive"
+		hv.Verdict, hv.VerdictClass = "INTERRUPTED", "interrupted"
 	}
 	if in.Lease || in.TTLMillis > 0 {
 		hv.TTL = dur(in.TTLMillis * 1e6)
