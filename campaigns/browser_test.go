@@ -105,7 +105,7 @@ func TestPagesInBrowser(t *testing.T) {
 	}
 	if real := os.Getenv("LOCKTEST_CAMPAIGN"); real != "" {
 		pages = append(pages, pageCase{"real campaign", campaigns.IndexFile, "campaign.png",
-			[]string{`class="matrix"`, "report.html", "lock held "}, "1400,1000", real})
+			[]string{`class="matrix"`, "report.html", "lock held "}, "1400,1900", real})
 	}
 	for _, p := range pages {
 		t.Run(p.name, func(t *testing.T) {

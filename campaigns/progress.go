@@ -148,13 +148,13 @@ func (p *progress) finished(cell *reports.Cell, seed int64, run *reports.CellRun
 	p.done++
 	p.summary = p.count()
 	line := fmt.Sprintf("[%d/%d] %s: %s", n, p.total, k, run.Verdict)
-	if run.StoppedEarly {
-		line += " (stopped at its first violation)"
-	}
 	if run.Error != "" {
 		line += ": " + run.Error
 	} else if run.Why != "" {
 		line += " (" + run.Why + ")"
+	}
+	if run.StoppedEarly {
+		line += ", stopped at its first violation"
 	}
 	if cell.Status != reports.CellPending && cell.Expect != "" {
 		if cell.Outcome == reports.Differs {
