@@ -76,25 +76,44 @@ func runChromium(t *testing.T, bin string, args ...string) (stdout, stderr strin
 // console error and no network request, the matrix, the run's time line and
 // porcupine's drawing with its annotations render, and a screenshot of
 // each is kept next to the page (and copied to $LOCKTEST_SCREENSHOTS, e.g.
-// docs/, for the README).
+// docs/, for the README). The README's matrix is a real campaign's: with
+// $LOCKTEST_CAMPAIGN (a campaign directory) its index.html is checked and
+// shot as campaign.png; the test data's small matrix is never copied over
+// it.
 func TestPagesInBrowser(t *testing.T) {
 	bin := chromium(t)
 	dir, _ := renderStore(t)
-	pages := []struct {
+	type pageCase struct {
 		name, path, shot string
 		want             []string
 		size             string // window for the screenshot; "" 1400x1100
-	}{
-		{"campaign", campaigns.IndexFile, "campaign.png", []string{`class="matrix"`, `class="unsafe"`, "double-holder", "report.html", "cause: "}, ""},
-		{"run", "redis-lua/pause/run1/report.html", "run.png", []string{"<svg", "double", "pause", `href="linearization.html"`, "cause: lease expired"}, ""},
+		root             string // the directory path is in; "" the test data's
+	}
+	pages := []pageCase{
+		{"campaign", campaigns.IndexFile, "campaign.png", []string{`class="matrix"`, `class="unsafe"`, "double-holder", "report.html", "cause: ", "lock held ", "NOT RUN"}, "", ""},
+		{"run", "redis-lua/pause/run1/report.html", "run.png", []string{"<svg", "double", "pause", `href="linearization.html"`, "cause: lease expired"}, "", ""},
 		// porcupine's view, drawn by its script: client rows, operations,
 		// the fault and the checker's anomalies as annotations.
 		{"linearization", "redis-lua/pause/run1/" + reports.LinearizationFile, "linearization.png",
-			[]string{`id="lin-result">linearizable<`, `class="history-rect"`, ">client 1<", ">fault: pause client ", ">checker: double-holder<", "(lease-expired)"}, "2000,800"},
+			// (The run is unsafe: its linearizable history is said to be
+			// linearizable against a lease lock, not a bare "linearizable".)
+			// The anomalies are listed above the view, which opens on the
+			// first one's annotation (outlined: lt-focus).
+			[]string{`id="lin-result">linearizable against a lease lock<`, `id="lin-explain"`, "come from leases that ran out",
+				`id="lin-anomalies"`, "#1 double-holder", `class="client-annotation-rect lt-focus"`,
+				`class="history-rect"`, ">client 1<", ">fault: pause client ", ">checker: double-holder<", "(lease-expired)"}, "2000,800", ""},
+	}
+	if real := os.Getenv("LOCKTEST_CAMPAIGN"); real != "" {
+		pages = append(pages, pageCase{"real campaign", campaigns.IndexFile, "campaign.png",
+			[]string{`class="matrix"`, "report.html", "lock held "}, "1400,1900", real})
 	}
 	for _, p := range pages {
 		t.Run(p.name, func(t *testing.T) {
-			path := filepath.Join(dir, filepath.FromSlash(p.path))
+			root := dir
+			if p.root != "" {
+				root = p.root
+			}
+			path := filepath.Join(root, filepath.FromSlash(p.path))
 			page, err := os.ReadFile(path)
 			require.NoError(t, err)
 			require.NotRegexp(t, external, string(page), "the page refers to something outside itself")
@@ -104,6 +123,7 @@ func TestPagesInBrowser(t *testing.T) {
 			require.NotEqual(t, string(page), hooked)
 			check := filepath.Join(filepath.Dir(path), ".check-"+filepath.Base(path))
 			require.NoError(t, os.WriteFile(check, []byte(hooked), 0o644))
+			t.Cleanup(func() { os.Remove(check) })
 			dom, stderr := runChromium(t, bin, "--dump-dom", "file://"+check)
 			require.Contains(t, dom, `data-errors="none"`, "errors in the page: %s", stderr)
 			require.NotContains(t, stderr, "CONSOLE", "the page logged to the console")
@@ -114,6 +134,9 @@ func TestPagesInBrowser(t *testing.T) {
 
 			// Screenshot the page itself.
 			shot := filepath.Join(dir, p.shot)
+			if p.root != "" {
+				shot = filepath.Join(t.TempDir(), p.shot)
+			}
 			size := p.size
 			if size == "" {
 				size = "1400,1100"
@@ -122,6 +145,9 @@ func TestPagesInBrowser(t *testing.T) {
 			st, err := os.Stat(shot)
 			require.NoError(t, err)
 			require.Greater(t, st.Size(), int64(10_000), "a blank screenshot")
+			if p.name == "campaign" {
+				return // the README's matrix is a real campaign's (LOCKTEST_CAMPAIGN), not the test data's
+			}
 			if keep := os.Getenv("LOCKTEST_SCREENSHOTS"); keep != "" {
 				b, err := os.ReadFile(shot)
 				require.NoError(t, err)
@@ -145,8 +171,11 @@ func TestNotLinearizableViewInBrowser(t *testing.T) {
 	page, err := os.ReadFile(filepath.Join(dir, reports.LinearizationFile))
 	require.NoError(t, err)
 	require.NotRegexp(t, external, string(page))
+	// (The drawing scrolls in its own box now, so that the banner stays in
+	// view: scrolled is the box's scroll, or the window's.)
 	probe := `<script>window.addEventListener('load',function(){var s=document.querySelector('.selected');` +
-		`document.documentElement.setAttribute('data-probe','selected='+(s?1:0)+' scrolled='+(window.scrollX>0?1:0))})</script>`
+		`var c=document.querySelector('#canvas');` +
+		`document.documentElement.setAttribute('data-probe','selected='+(s?1:0)+' scrolled='+(window.scrollX>0||c.scrollLeft>0?1:0))})</script>`
 	hooked := strings.Replace(string(page), "<head>", "<head>"+errorHook, 1)
 	hooked = strings.Replace(hooked, "</body>", probe+"</body>", 1)
 	check := filepath.Join(dir, ".check.html")

@@ -91,7 +91,7 @@ func Run(ctx context.Context, c *reports.Campaign, o Options) error {
 		return err
 	}
 	defer unlock()
-	c.Finished, c.Interrupted = "", false
+	c.Finished, c.Interrupted, c.Parallel = "", false, o.Parallel
 	r := &runner{c: c, o: o, start: time.Now(), wall0: c.WallNs}
 	// Jobs: every missing run of every pending or failed cell.
 	for i := range c.Cells {
@@ -102,16 +102,20 @@ func Run(ctx context.Context, c *reports.Campaign, o Options) error {
 		if cell.Status != reports.CellPending {
 			continue
 		}
+		// An interrupted run proves nothing: its seed runs again (the
+		// run stays on record, superseded).
 		have := map[int64]bool{}
 		for _, run := range cell.Runs {
-			have[run.Seed] = true
+			if !run.Interrupted {
+				have[run.Seed] = true
+			}
 		}
 		for k := 0; k < c.Runs; k++ {
 			if seed := c.Seed + int64(k); !have[seed] {
 				r.jobs = append(r.jobs, job{cell: i, seed: seed})
 			}
 		}
-		if len(cell.Runs) >= c.Runs {
+		if cell.Finished() >= c.Runs {
 			cell.Status = reports.CellDone
 			cell.Summarize()
 		}
@@ -268,6 +272,7 @@ func (r *runner) do(ctx context.Context, j job) {
 		opts.Cluster = r.c.Cluster
 	}
 	opts.Pool = r.pool
+	opts.StopEarly = r.c.StopsEarly()
 	defer r.finishKey(j.key)
 	t0 := time.Now()
 	var out *harness.Outcome
@@ -275,15 +280,16 @@ func (r *runner) do(ctx context.Context, j job) {
 		out, err = r.o.Runner.Run(ctx, opts)
 	}
 	wall := time.Since(t0)
-	interrupted := ctx.Err() != nil || (out != nil && out.Interrupted)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if interrupted {
-		// An unfinished run proves nothing: the cell stays pending and a
-		// resume runs it again.
-		r.prog.finished(&r.c.Cells[j.cell], nil)
+	if out == nil && ctx.Err() != nil {
+		// Interrupted before the run recorded anything (or it failed
+		// because of the interrupt): the cell stays pending and a resume
+		// runs it.
+		r.prog.finished(&r.c.Cells[j.cell], j.seed, nil)
 		return
 	}
+	interrupted := out != nil && out.Interrupted
 	run := reports.CellRun{Seed: j.seed, WallNs: int64(wall), FirstViolationNs: -1}
 	if out != nil {
 		run.StartupNs = int64(out.Startup)
@@ -302,20 +308,37 @@ func (r *runner) do(ctx context.Context, j job) {
 			}
 		}
 	}
+	if err != nil && ctx.Err() != nil {
+		// A run that failed because of the interrupt proves nothing
+		// either: the cell stays pending.
+		interrupted, err = true, nil
+	}
 	if err != nil {
 		run.Verdict, run.Error = "error", err.Error()
 	} else {
 		FillRun(&run, &out.Result)
+		if interrupted {
+			// harness.Run's history says so too (its results.json has
+			// "interrupted": true); a run cut by the campaign's own
+			// cancellation before it wrote its history is marked here.
+			markInterrupted(&run)
+		}
 		if info, ierr := ReadRunInfo(out.Dir); ierr == nil {
 			run.Servers, run.Version = info.Servers, info.Version
 		}
 	}
 	cellp := &r.c.Cells[j.cell]
+	if interrupted && run.Dir == "" {
+		// Nothing on disk to keep a record of.
+		r.prog.finished(cellp, j.seed, nil)
+		return
+	}
 	cellp.Runs = append(cellp.Runs, run)
-	sort.Slice(cellp.Runs, func(a, b int) bool { return cellp.Runs[a].Seed < cellp.Runs[b].Seed })
+	// By seed; an interrupted run stays before the run that replaced it.
+	sort.SliceStable(cellp.Runs, func(a, b int) bool { return cellp.Runs[a].Seed < cellp.Runs[b].Seed })
 	if err != nil {
 		cellp.Status, cellp.Reason = reports.CellError, err.Error()
-	} else if len(cellp.Runs) >= r.c.Runs && cellp.Status == reports.CellPending {
+	} else if cellp.Finished() >= r.c.Runs && cellp.Status == reports.CellPending {
 		cellp.Status = reports.CellDone
 	}
 	r.c.StartupNs += run.StartupNs
@@ -326,7 +349,7 @@ func (r *runner) do(ctx context.Context, j job) {
 		r.c.ClusterStarts++
 	}
 	cellp.Summarize()
-	r.prog.finished(cellp, &run)
+	r.prog.finished(cellp, j.seed, &run)
 	r.tick()
 	if err := r.save(); err != nil && r.saveErr == nil {
 		r.saveErr = err
@@ -376,7 +399,8 @@ func Options2Harness(cell *reports.Cell, seed int64, store string) (harness.Opti
 		WaitTimeout: time.Duration(cell.WaitTimeoutNs), OpTimeout: time.Duration(cell.OpTimeoutNs),
 		Store: store, Cluster: "local", Topology: cell.Topology, Quiet: true, Out: io.Discard,
 		// A certain violation settles the cell's verdict: the rest of the
-		// run would only repeat it.
+		// run would only repeat it. The campaign's stop_early (--stop-early)
+		// decides (Run sets it from reports.Campaign.StopsEarly).
 		StopEarly: true,
 		Command:   fmt.Sprintf("locktest campaign cell %s seed %d", cell.ID, seed),
 	}
@@ -408,8 +432,25 @@ func Options2Harness(cell *reports.Cell, seed int64, store string) (harness.Opti
 	return o, nil
 }
 
-// FillRun copies what the matrix shows from a run's result.
+// markInterrupted records run as interrupted: no verdict, the check of
+// what it recorded kept in Why.
+func markInterrupted(run *reports.CellRun) {
+	if run.Interrupted {
+		return
+	}
+	run.Interrupted = true
+	if run.Verdict != "" && run.Verdict != reports.VerdictInterrupted {
+		run.Why = "interrupted before its time limit; what it recorded checks as " + run.Verdict + ": " + run.Why
+	}
+	run.Verdict = reports.VerdictInterrupted
+}
+
+// FillRun copies what the matrix shows from a run's result. An
+// interrupted run (res.Interrupted) gets the verdict "interrupted".
 func FillRun(run *reports.CellRun, res *checker.Result) {
+	// A run recorded as interrupted stays so when it is checked again.
+	was := run.Interrupted
+	run.Interrupted = false
 	run.Verdict, run.Why = string(res.Verdict), res.Why
 	run.FirstViolationNs, run.Anomalies, run.Contained, run.Causes = -1, nil, nil, nil
 	for _, a := range res.Anomalies {
@@ -439,6 +480,10 @@ func FillRun(run *reports.CellRun, res *checker.Result) {
 	run.AcquiresOK, run.Acquires, run.Faults, run.DurationNs = n.AcquiresOK, n.Acquires, n.Faults, n.DurationNs
 	if n.DurationNs > 0 {
 		run.Held = float64(n.HeldNs) / float64(n.DurationNs)
+	}
+	run.StoppedEarly = run.StoppedEarly || res.StoppedEarly
+	if res.Interrupted || was {
+		markInterrupted(run)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 //	name: nightly
 //	seed: 1            # seed of every cell's first run (default 1)
 //	runs: 1            # runs per cell, seeds seed, seed+1, ... (default 1)
+//	stop_early: true   # stop each run at its first certain violation (default true; false: full time limits)
 //	defaults:          # every cell's settings unless it sets its own
 //	  time_limit: 6s
 //	  clients: 5
@@ -42,11 +43,15 @@ import (
 // A cell expected "safe" must have every run safe; "unsafe" at least one
 // run unsafe; "either" any verdict but inconclusive or an error.
 type Config struct {
-	Name     string       `yaml:"name"`
-	Seed     *int64       `yaml:"seed"`
-	Runs     int          `yaml:"runs"`
-	Defaults Settings     `yaml:"defaults"`
-	Cells    []CellConfig `yaml:"cells"`
+	Name string `yaml:"name"`
+	Seed *int64 `yaml:"seed"`
+	Runs int    `yaml:"runs"`
+	// StopEarly: each run stops at the first violation the online
+	// checker is certain of (nil: true); false runs every cell its full
+	// time limit, for complete anomaly counts and availability.
+	StopEarly *bool        `yaml:"stop_early"`
+	Defaults  Settings     `yaml:"defaults"`
+	Cells     []CellConfig `yaml:"cells"`
 }
 
 // Settings are a cell's run parameters; zero values take the defaults.

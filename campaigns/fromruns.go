@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
 )
 
@@ -56,7 +57,10 @@ func result(runDir string, check Checker) (*checker.Result, error) {
 
 // FromRuns builds a campaign, with no expectations, from every run
 // directory found below dir (a directory with a history.jsonl): one cell
-// per lock variant and fault combination, one run per stored run.
+// per lock variant and fault combination, one run per stored run. An
+// interrupted run is kept on record but counts in nothing when a finished
+// run of the same cell and seed exists, and shows as "interrupted"
+// otherwise (reports.Cell.Summarize).
 func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 	var runDirs []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -101,8 +105,16 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		if b, err := os.ReadFile(filepath.Join(rd, "config.json")); err == nil && json.Unmarshal(b, &cfg) == nil {
 			params, topology = cfg.Options.Params, cfg.Options.Topology
 		}
-		row := RowName(info.Lock, topology, info.Fence, info.Wait, params)
 		col := strings.Join(info.Nemeses, "+")
+		rowTopology, note := topology, ""
+		if s, ok := locks.Lookup(info.Lock); ok && topology != "" {
+			// A run on the topology a campaign picks for this fault
+			// (AutoTopology) belongs to the scheme's own row.
+			if t, why := AutoTopology(s, col); t == topology {
+				rowTopology, note = "", fmt.Sprintf("runs on %s: %s", t, why)
+			}
+		}
+		row := RowName(info.Lock, rowTopology, info.Fence, info.Wait, params)
 		if !rows[row] {
 			rows[row] = true
 			c.Rows = append(c.Rows, row)
@@ -113,7 +125,7 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		if cell == nil {
 			c.Cells = append(c.Cells, reports.Cell{
 				ID: id, Row: row, Column: col, Lock: info.Lock, Nemesis: strings.Join(info.Nemeses, ","),
-				Topology: topology, Fence: info.Fence, Wait: info.Wait, Params: params,
+				Topology: topology, Note: note, Fence: info.Fence, Wait: info.Wait, Params: params,
 				TimeLimitNs: info.TimeLimitMs * 1e6, Clients: info.Clients, TTLNs: info.TTLMillis * 1e6,
 				Status: reports.CellDone,
 			})
@@ -126,8 +138,10 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		run := reports.CellRun{Seed: info.Seed, Dir: filepath.ToSlash(rel), Servers: info.Servers, Version: info.Version}
 		FillRun(&run, res)
 		cell.Runs = append(cell.Runs, run)
-		if len(cell.Runs) > c.Runs {
-			c.Runs = len(cell.Runs)
+		// Runs per cell: the finished ones (an interrupted run and the
+		// run that replaced it are one).
+		if n := cell.Finished(); n > c.Runs {
+			c.Runs = n
 		}
 		if !seedSet || info.Seed < c.Seed { // the campaign's seed: the lowest
 			seedSet = true

@@ -208,6 +208,25 @@ func ApplicableWith(s locks.Scheme, topology, column string, params map[string]s
 	return "", ""
 }
 
+// AutoTopology picks, for a cell of scheme s on its own topology under
+// the faults of column, another topology the scheme runs on
+// (locks.Scheme.Topologies) when a fault needs what its own topology lacks
+// and the other has it: failover -> mysql-replicated for the MySQL
+// schemes. It returns "" when the scheme's own topology takes the faults,
+// or when no other does; why says what the own topology lacks.
+func AutoTopology(s locks.Scheme, column string) (topology, why string) {
+	st, reason := Applicable(s, "", column, Environment{})
+	if st != reports.CellNA {
+		return "", ""
+	}
+	for _, t := range s.Topologies {
+		if st, _ := Applicable(s, t, column, Environment{}); st == "" {
+			return t, reason
+		}
+	}
+	return "", ""
+}
+
 // Lists are the --locks/--nemeses form of a campaign.
 type Lists struct {
 	Locks    string // comma separated, or "all"
@@ -252,7 +271,8 @@ func PlanConfig(c *Config, env Environment) (*reports.Campaign, error) {
 // plan turns a config into the campaign's cells; columns orders the
 // columns (nil: in the order of nemesis.All, combinations last).
 func plan(c *Config, columns []string, env Environment) (*reports.Campaign, error) {
-	camp := &reports.Campaign{Schema: reports.CampaignSchema, Name: c.Name, Runs: c.Runs, Seed: 1, Cluster: env.Cluster}
+	stop := c.StopEarly == nil || *c.StopEarly
+	camp := &reports.Campaign{Schema: reports.CampaignSchema, Name: c.Name, Runs: c.Runs, Seed: 1, Cluster: env.Cluster, StopEarly: &stop}
 	if camp.Cluster == "" {
 		camp.Cluster = ClusterLocal
 	}
@@ -308,7 +328,22 @@ func plan(c *Config, columns []string, env Environment) (*reports.Campaign, erro
 			if camp.Cell(cell.ID) != nil {
 				return nil, fmt.Errorf("cell %s given twice", cell.ID)
 			}
-			if st, why := ApplicableWith(s, cc.Topology, col, set.Params, env); st != "" {
+			if cc.Topology == "" {
+				// A fault the scheme's own topology cannot take, on
+				// another topology it runs on that can.
+				if t, why := AutoTopology(s, col); t != "" {
+					cell.Topology = t
+					cell.Note = fmt.Sprintf("runs on %s: %s", t, why)
+				}
+			}
+			if cell.Expect != "" {
+				// An expectation on a cell that can never run is a
+				// mistake in the config, not a cell to skip quietly.
+				if st, why := ApplicableWith(s, cell.Topology, col, set.Params, Environment{}); st == reports.CellNA {
+					return nil, fmt.Errorf("cell %s (cell %d of the config) expects %s, but %s does not apply: %s", cell.ID, i+1, cell.Expect, col, why)
+				}
+			}
+			if st, why := ApplicableWith(s, cell.Topology, col, set.Params, env); st != "" {
 				cell.Status, cell.Reason = st, why
 			}
 			cell.Summarize()

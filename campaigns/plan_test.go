@@ -2,7 +2,10 @@ package campaigns_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/locktest/locktest/campaigns"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
 )
@@ -92,14 +96,14 @@ cells:
     expect: {none: safe, pause: safe, "pause+kill": either}
   - lock: redis-lua
     time_limit: 9s
-    expect: {failover: safe}
+    expect: {kill: safe}
 `
 	c, err := campaigns.ParseConfig([]byte(good))
 	require.NoError(t, err)
 	camp, err := campaigns.PlanConfig(c, campaigns.Environment{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"redis-lua +fence", "redis-lua"}, camp.Rows)
-	require.Equal(t, []string{"none", "pause", "failover", "pause+kill"}, camp.Columns)
+	require.Equal(t, []string{"none", "pause", "kill", "pause+kill"}, camp.Columns)
 	require.Equal(t, int64(7), camp.Seed)
 	require.Equal(t, 2, camp.Runs)
 	cell := camp.Cell("redis-lua +fence/pause+kill")
@@ -109,10 +113,14 @@ cells:
 	require.Equal(t, int64(3e9), cell.TimeLimitNs)
 	require.Equal(t, int64(5e8), cell.TTLNs)
 	require.Equal(t, "50ms..250ms", cell.Hold) // built-in default
-	fo := camp.Cell("redis-lua/failover")
+	require.Equal(t, int64(9e9), camp.Cell("redis-lua/kill").TimeLimitNs)
+	// Without an expectation (--locks/--nemeses) a fault that does not
+	// apply is an n/a cell, which never differs.
+	lists, err := campaigns.PlanLists(campaigns.Lists{Locks: "redis-lua", Nemeses: "none,failover"}, campaigns.Environment{})
+	require.NoError(t, err)
+	fo := lists.Cell("redis-lua/failover")
 	require.Equal(t, reports.CellNA, fo.Status)
-	require.Equal(t, reports.NotRun, fo.Outcome) // n/a never differs
-	require.Equal(t, int64(9e9), fo.TimeLimitNs)
+	require.Equal(t, reports.NotRun, fo.Outcome)
 
 	bad := []struct{ name, yaml string }{
 		{"unknown key", "cells:\n  - lock: redis-lua\n    expekt: {none: safe}\n"},
@@ -131,6 +139,7 @@ cells:
 		{"unknown lock", "cells:\n  - lock: nope\n    expect: {none: safe}\n"},
 		{"unknown fault", "cells:\n  - lock: redis-lua\n    expect: {earthquake: safe}\n"},
 		{"fence without tokens", "cells:\n  - lock: redlock\n    fence: true\n    expect: {none: safe}\n"},
+		{"expectation on a cell that is n/a", "cells:\n  - lock: redis-lua\n    expect: {none: safe, failover: safe}\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := campaigns.ParseConfig([]byte(tc.yaml))
@@ -235,4 +244,65 @@ func TestPlanRecordsCluster(t *testing.T) {
 	c, err = campaigns.PlanLists(campaigns.Lists{Locks: in.Name, Nemeses: "none"}, campaigns.Environment{})
 	require.NoError(t, err)
 	require.Equal(t, campaigns.ClusterLocal, c.Cluster)
+}
+
+// TestFailoverRunsOnAReplicatedTopology: --locks all covers MySQL
+// failover: a MySQL scheme's failover cell runs on mysql-replicated (a
+// topology the scheme also runs on, with a replica) and says so, in the
+// scheme's own row; a scheme without such a topology stays n/a; a cell
+// that names its topology keeps it. A store's run on that topology lands in
+// the same cell.
+func TestFailoverRunsOnAReplicatedTopology(t *testing.T) {
+	c, err := campaigns.PlanLists(campaigns.Lists{Locks: "all", Nemeses: "none,failover"}, campaigns.Environment{})
+	require.NoError(t, err)
+	mysql := 0
+	for _, name := range locks.Names() {
+		cell := c.Cell(name + "/failover")
+		require.NotNil(t, cell, name)
+		if !strings.HasPrefix(name, "mysql-") {
+			continue
+		}
+		mysql++
+		require.Equal(t, reports.CellPending, cell.Status, "%s: %s", cell.ID, cell.Reason)
+		require.Equal(t, "mysql-replicated", cell.Topology)
+		require.Contains(t, cell.Note, "runs on mysql-replicated: topology mysql has no primary with a replica")
+		require.Empty(t, c.Cell(name+"/none").Topology, "only the fault that needs it moves")
+		o, err := campaigns.Options2Harness(cell, 1, t.TempDir())
+		require.NoError(t, err)
+		require.Equal(t, "mysql-replicated", o.Topology)
+		if _, _, _, err = o.Validate(); err != nil { // a missing server, not the topology
+			require.NotContains(t, err.Error(), "failover", "the run validates on its topology")
+		}
+	}
+	require.Positive(t, mysql)
+	require.NotContains(t, c.Rows, "mysql-get-lock @mysql-replicated")
+	require.Equal(t, reports.CellNA, c.Cell("redis-lua/failover").Status)
+	require.Equal(t, reports.CellPending, c.Cell("redis-sentinel/failover").Status)
+	require.Empty(t, c.Cell("redis-sentinel/failover").Note)
+
+	page := &strings.Builder{}
+	require.NoError(t, reports.WriteCampaignHTML(page, c))
+	require.Contains(t, page.String(), `title="runs on mysql-replicated: topology mysql has no primary with a replica to fail over">on mysql-replicated</div>`)
+
+	// A store: the failover run on mysql-replicated is the scheme's cell.
+	dir := copyStore(t)
+	src := filepath.Join(dir, "redis-lua", "none", "run1")
+	dst := filepath.Join(dir, "mysql-get-lock", "failover", "run1")
+	require.NoError(t, os.MkdirAll(dst, 0o755))
+	hist, err := os.ReadFile(filepath.Join(src, "history.jsonl"))
+	require.NoError(t, err)
+	head, rest, _ := strings.Cut(string(hist), "\n")
+	var ev history.Event
+	require.NoError(t, json.Unmarshal([]byte(head), &ev))
+	ev.Info.Lock, ev.Info.Nemeses, ev.Info.Topology = "mysql-get-lock", []string{"failover"}, "mysql-replicated"
+	b, err := json.Marshal(ev)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dst, "history.jsonl"), []byte(string(b)+"\n"+rest), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dst, "config.json"), []byte(`{"options": {"topology": "mysql-replicated"}}`), 0o644))
+	st, err := campaigns.FromRuns(dir, recheck)
+	require.NoError(t, err)
+	cell := st.Cell("mysql-get-lock/failover")
+	require.NotNil(t, cell, "rows: %v", st.Rows)
+	require.Equal(t, "mysql-replicated", cell.Topology)
+	require.Contains(t, st.Rows, "mysql-get-lock")
 }

@@ -3,6 +3,7 @@ package campaigns
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -24,15 +25,17 @@ type progress struct {
 	start   time.Time
 	current map[string]time.Time // "cell seed N" -> start
 	limits  map[string]time.Duration
-	pending time.Duration // time limits of runs not started yet
-	over    time.Duration // observed overhead per run (start-up, check), summed
-	summary string        // anomalies so far, computed when a run ends
+	nums    map[string]int // "cell seed N" -> its number, given when it starts
+	next    int            // runs started
+	pending time.Duration  // time limits of runs not started yet
+	over    time.Duration  // observed overhead per run (start-up, check), summed
+	summary string         // anomalies so far, computed when a run ends
 	stop    chan struct{}
 	stopped chan struct{}
 }
 
 func newProgress(out io.Writer, live bool, c *reports.Campaign, runs int) *progress {
-	p := &progress{out: out, live: live, c: c, total: runs, start: time.Now(), current: map[string]time.Time{}, limits: map[string]time.Duration{}}
+	p := &progress{out: out, live: live, c: c, total: runs, start: time.Now(), current: map[string]time.Time{}, limits: map[string]time.Duration{}, nums: map[string]int{}}
 	for i := range c.Cells {
 		cell := &c.Cells[i]
 		if cell.Status == reports.CellPending {
@@ -103,23 +106,39 @@ func (p *progress) started(cell *reports.Cell, seed int64) {
 	p.current[k] = time.Now()
 	p.limits[k] = time.Duration(cell.TimeLimitNs)
 	p.pending -= time.Duration(cell.TimeLimitNs)
+	// Each run gets its number when it starts, and keeps it on all its
+	// lines (with --parallel, runs end in another order).
+	p.next++
+	p.nums[k] = p.next
 	if p.live {
 		p.redraw()
 		return
 	}
-	fmt.Fprintf(p.out, "[%d/%d] %s: running (%s) — elapsed %s, remaining ~%s, %s\n",
-		p.done+1, p.total, k, time.Duration(cell.TimeLimitNs), p.elapsed(), p.remaining(), p.anomalies())
+	on := ""
+	if cell.Note != "" {
+		on = ", on " + cell.Topology
+	}
+	fmt.Fprintf(p.out, "[%d/%d] %s: running (%s%s) — elapsed %s, remaining ~%s, %s\n",
+		p.nums[k], p.total, k, time.Duration(cell.TimeLimitNs), on, p.elapsed(), p.remaining(), p.anomalies())
 }
 
-// finished records the end of a run of cell; run is nil when it was
-// interrupted.
-func (p *progress) finished(cell *reports.Cell, run *reports.CellRun) {
+// finished records the end of the run of cell with seed; run is nil when
+// it was interrupted before it recorded anything.
+func (p *progress) finished(cell *reports.Cell, seed int64, run *reports.CellRun) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if run == nil {
+	k := key(cell, seed)
+	n := p.nums[k]
+	if run == nil || run.Interrupted {
+		delete(p.current, k)
+		if run != nil {
+			if p.live {
+				fmt.Fprint(p.out, "\r\033[K")
+			}
+			fmt.Fprintf(p.out, "[%d/%d] %s: interrupted (kept in %s; a resume runs it again)\n", n, p.total, k, run.Dir)
+		}
 		return
 	}
-	k := key(cell, run.Seed)
 	if t, ok := p.current[k]; ok {
 		if o := time.Since(t) - p.limits[k]; o > 0 {
 			p.over += o
@@ -128,11 +147,14 @@ func (p *progress) finished(cell *reports.Cell, run *reports.CellRun) {
 	}
 	p.done++
 	p.summary = p.count()
-	line := fmt.Sprintf("[%d/%d] %s: %s", p.done, p.total, k, run.Verdict)
+	line := fmt.Sprintf("[%d/%d] %s: %s", n, p.total, k, run.Verdict)
 	if run.Error != "" {
 		line += ": " + run.Error
 	} else if run.Why != "" {
 		line += " (" + run.Why + ")"
+	}
+	if run.StoppedEarly {
+		line += ", stopped at its first violation"
 	}
 	if cell.Status != reports.CellPending && cell.Expect != "" {
 		if cell.Outcome == reports.Differs {
@@ -154,9 +176,10 @@ func (p *progress) finished(cell *reports.Cell, run *reports.CellRun) {
 func (p *progress) redraw() {
 	var cur []string
 	for k, t := range p.current {
-		cur = append(cur, fmt.Sprintf("%s %s/%s", k, time.Since(t).Round(time.Second), p.limits[k]))
+		cur = append(cur, fmt.Sprintf("[%d] %s %s/%s", p.nums[k], k, time.Since(t).Round(time.Second), p.limits[k]))
 	}
-	line := fmt.Sprintf("[%d/%d] %s | elapsed %s, remaining ~%s | %s", p.done, p.total, strings.Join(cur, "; "), p.elapsed(), p.remaining(), p.anomalies())
+	sort.Strings(cur)
+	line := fmt.Sprintf("%d of %d runs done | %s | elapsed %s, remaining ~%s | %s", p.done, p.total, strings.Join(cur, "; "), p.elapsed(), p.remaining(), p.anomalies())
 	fmt.Fprint(p.out, "\r\033[K"+line)
 }
 

@@ -191,7 +191,10 @@ func TestCampaignFromStoredRuns(t *testing.T) {
 	require.Equal(t, 3, strings.Count(string(junit), "<testcase "))
 	md, err := os.ReadFile(filepath.Join(dir, campaigns.SummaryFile))
 	require.NoError(t, err)
-	require.Contains(t, string(md), fmt.Sprintf("| `redis-lua` | 🟢 safe | 🔴 unsafe (%d lease-expired) |", luaPause.Causes[checker.CauseLeaseExpired]))
+	// Each cell lists its anomalies by kind and count, as the matrix does.
+	require.Contains(t, string(md), fmt.Sprintf("| `redis-lua` | 🟢 safe | 🔴 unsafe: %s; cause: %d lease-expired |",
+		luaPause.KindsText(), luaPause.Causes[checker.CauseLeaseExpired]))
+	require.Contains(t, string(md), fmt.Sprintf("%d double-holder", luaPause.Anomalies[checker.KindDoubleHolder]))
 	require.Contains(t, string(md), "Double holders by cause: *lease-expired*")
 }
 

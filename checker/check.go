@@ -61,6 +61,8 @@ func Check(h *history.History, opts Options) Result {
 		StartupMs:      h.Info.StartupMillis,
 		ClusterReused:  h.Info.ClusterReused,
 		Truncated:      h.Truncated,
+		Interrupted:    h.Ended == history.EndedInterrupted,
+		StoppedEarly:   h.Ended == history.EndedEarly,
 		Anomalies:      []Anomaly{},
 		FirstViolation: -1,
 	}
@@ -108,6 +110,9 @@ func Check(h *history.History, opts Options) Result {
 	r.Verdict, r.Why = verdict(h, &r, f.holds, opts)
 	if h.Truncated {
 		r.Why += " (history truncated)"
+	}
+	if r.Interrupted {
+		r.Why += " (the run was interrupted before its time limit)"
 	}
 	return r
 }

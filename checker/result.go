@@ -131,6 +131,14 @@ type Result struct {
 	Anomalies     []Anomaly  `json:"anomalies"`
 	// FirstViolation is the time of the earliest violation, -1 when none.
 	FirstViolation int64 `json:"first_violation_ns"`
+	// Interrupted: the run was interrupted (Ctrl-C) before its time limit
+	// (history.EndedInterrupted); the verdict covers only what it recorded,
+	// and campaigns never count it as a verdict.
+	Interrupted bool `json:"interrupted,omitempty"`
+	// StoppedEarly: the run stopped at the first violation the online
+	// checker was certain of (history.EndedEarly, --stop-early): the
+	// anomaly counts are lower bounds.
+	StoppedEarly bool `json:"stopped_early,omitempty"`
 }
 
 // Hold is an interval during which a client surely believed it held the

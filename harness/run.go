@@ -601,7 +601,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		endDetail = history.EndedEarly
 		detected.Stopped = true
 	case interrupted:
-		endDetail = "interrupted"
+		endDetail = history.EndedInterrupted
 	case wlErr != nil || nErr != nil:
 		endDetail = "harness error: " + errors.Join(wlErr, nErr).Error()
 	}

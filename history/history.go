@@ -189,6 +189,11 @@ type RunInfo struct {
 // online checker was certain of a violation (--stop-early).
 const EndedEarly = "stopped at the first violation (--stop-early)"
 
+// EndedInterrupted is the run-end Detail of a run that was interrupted
+// (Ctrl-C) before its time limit: what it recorded is checked, but it did
+// not run its course.
+const EndedInterrupted = "interrupted"
+
 // Int64 returns a pointer to v, for the optional fields of Event.
 func Int64(v int64) *int64 { return &v }
 

@@ -30,6 +30,11 @@ const (
 	NotRun        = "not-run"
 )
 
+// VerdictInterrupted is the verdict of a CellRun (and of a cell whose runs
+// are all interrupted) that was interrupted before its time limit: it
+// proves nothing, and a finished run of the same seed supersedes it.
+const VerdictInterrupted = "interrupted"
+
 // Expectations a cell may have.
 const (
 	ExpectSafe   = "safe"
@@ -70,17 +75,50 @@ type Campaign struct {
 	WorkloadNs    int64 `json:"workload_ns"`
 	ClusterStarts int   `json:"cluster_starts"`
 	ClusterReuses int   `json:"cluster_reuses"`
+	// StopEarly: every run stops at the first violation the online
+	// checker is certain of (harness.Options.StopEarly; not in fenced
+	// runs), so an unsafe cell's counts are lower bounds. nil (campaigns
+	// from before it was recorded) means true; see StopsEarly.
+	StopEarly *bool `json:"stop_early,omitempty"`
+	// Parallel is how many runs ran at once (--parallel) in the last
+	// session; StartupNs and WorkloadNs are summed over them, so with
+	// Parallel > 1 they can exceed WallNs.
+	Parallel int `json:"parallel,omitempty"`
 }
+
+// Share says how much of the wall time ns (a sum over runs, as StartupNs
+// and WorkloadNs) is: a percentage, or, when runs ran side by side (or the
+// sum exceeds the wall time), that it is summed over parallel slots; "-"
+// before any wall time.
+func (c *Campaign) Share(ns int64) string {
+	switch {
+	case c.Parallel > 1:
+		return fmt.Sprintf("summed over %d parallel slots", c.Parallel)
+	case c.WallNs <= 0:
+		return "-"
+	case ns > c.WallNs:
+		return "summed over runs side by side"
+	}
+	return fmt.Sprintf("%.0f%%", 100*float64(ns)/float64(c.WallNs))
+}
+
+// StopsEarly says whether the campaign's runs stop at their first certain
+// violation (the default).
+func (c *Campaign) StopsEarly() bool { return c.StopEarly == nil || *c.StopEarly }
 
 // Cell is one scheme (with its variant: fencing, blocking acquire,
 // topology, parameters) under one fault combination.
 type Cell struct {
-	ID            string            `json:"id"`  // Row + "/" + Column
-	Row           string            `json:"row"` // e.g. "redis-lua +fence"
-	Column        string            `json:"column"`
-	Lock          string            `json:"lock"`
-	Nemesis       string            `json:"nemesis"` // comma separated
-	Topology      string            `json:"topology,omitempty"`
+	ID       string `json:"id"`  // Row + "/" + Column
+	Row      string `json:"row"` // e.g. "redis-lua +fence"
+	Column   string `json:"column"`
+	Lock     string `json:"lock"`
+	Nemesis  string `json:"nemesis"` // comma separated
+	Topology string `json:"topology,omitempty"`
+	// Note says why the cell runs on another topology than its row's
+	// ("runs on mysql-replicated: topology mysql has no primary with a
+	// replica to fail over").
+	Note          string            `json:"note,omitempty"`
 	Fence         bool              `json:"fence,omitempty"`
 	Wait          bool              `json:"wait,omitempty"`
 	Params        map[string]string `json:"params,omitempty"`
@@ -111,15 +149,19 @@ type Cell struct {
 	FirstViolationNs int64 `json:"first_violation_ns"`
 	// Held is the mean share of the run during which a client surely held
 	// the lock: how available the lock was for useful work.
-	Held float64   `json:"held"`
-	Runs []CellRun `json:"runs"`
+	Held float64 `json:"held"`
+	// StoppedEarly: some run of the cell stopped at its first certain
+	// violation (CellRun.StoppedEarly): its anomaly counts are lower
+	// bounds ("at least"), and its availability covers the time it ran.
+	StoppedEarly bool      `json:"stopped_early,omitempty"`
+	Runs         []CellRun `json:"runs"`
 }
 
 // CellRun is one run of a cell.
 type CellRun struct {
 	Seed             int64          `json:"seed"`
 	Dir              string         `json:"dir,omitempty"` // relative to the campaign directory
-	Verdict          string         `json:"verdict"`       // safe | unsafe | inconclusive | error
+	Verdict          string         `json:"verdict"`       // safe | unsafe | inconclusive | error | interrupted
 	Why              string         `json:"why,omitempty"`
 	Error            string         `json:"error,omitempty"`
 	Anomalies        map[string]int `json:"anomalies,omitempty"`
@@ -144,7 +186,44 @@ type CellRun struct {
 	// directory), Reused whether an earlier run had started it.
 	Cluster string `json:"cluster,omitempty"`
 	Reused  bool   `json:"reused,omitempty"`
+	// Interrupted: the run was interrupted (Ctrl-C) before its time limit.
+	// Its Verdict is "interrupted" (Why keeps what the check of its
+	// recorded part said); it counts in no verdict, and a finished run of
+	// the same seed supersedes it (Superseded).
+	Interrupted bool `json:"interrupted,omitempty"`
 }
+
+// Superseded reports whether run i of the cell is an interrupted run that a
+// finished run of the same seed supersedes: aggregations ignore it (it is
+// kept on record).
+func (cell *Cell) Superseded(i int) bool {
+	r := &cell.Runs[i]
+	if !r.Interrupted {
+		return false
+	}
+	for k := range cell.Runs {
+		if k != i && cell.Runs[k].Seed == r.Seed && !cell.Runs[k].Interrupted {
+			return true
+		}
+	}
+	return false
+}
+
+// Finished counts the runs of the cell that ran their course (not
+// interrupted).
+func (cell *Cell) Finished() int {
+	n := 0
+	for _, r := range cell.Runs {
+		if !r.Interrupted {
+			n++
+		}
+	}
+	return n
+}
+
+// KindsText lists the cell's violations by kind and count, most first:
+// "8 double-holder, 1 lost-update".
+func (cell *Cell) KindsText() string { return kinds(cell.Anomalies) }
 
 // Differs counts the cells whose outcome differs from their expectation.
 func (c *Campaign) Differs() int {
@@ -187,12 +266,29 @@ func (c *Campaign) Servers() []string {
 
 // Summarize recomputes a cell's verdict, anomaly counts, first violation,
 // availability and outcome from its runs and its status.
+//
+// Interrupted runs count in nothing: one that a finished run of the same
+// seed supersedes is ignored, and the others make the cell "interrupted"
+// (unless a finished run proved it unsafe or failed), also while it is
+// pending, never a verdict.
 func (cell *Cell) Summarize() {
 	cell.Anomalies, cell.Contained, cell.Causes = nil, nil, nil
-	cell.FirstViolationNs, cell.Held, cell.Verdict = -1, 0, ""
+	cell.FirstViolationNs, cell.Held, cell.Verdict, cell.StoppedEarly = -1, 0, "", false
+	interrupted := 0
+	for i, r := range cell.Runs {
+		if r.Interrupted && !cell.Superseded(i) {
+			interrupted++
+		}
+	}
+	if cell.Status == CellPending && interrupted > 0 {
+		cell.Verdict = VerdictInterrupted
+	}
 	if cell.Status == CellDone || cell.Status == CellError {
 		safe, unsafe, errs, n := 0, 0, 0, 0
 		for _, r := range cell.Runs {
+			if r.Interrupted {
+				continue
+			}
 			switch r.Verdict {
 			case "safe":
 				safe++
@@ -201,6 +297,7 @@ func (cell *Cell) Summarize() {
 			case "error":
 				errs++
 			}
+			cell.StoppedEarly = cell.StoppedEarly || r.StoppedEarly
 			cell.Anomalies = addCounts(cell.Anomalies, r.Anomalies)
 			cell.Contained = addCounts(cell.Contained, r.Contained)
 			cell.Causes = addCounts(cell.Causes, r.Causes)
@@ -220,9 +317,11 @@ func (cell *Cell) Summarize() {
 			cell.Verdict = "error"
 		case unsafe > 0:
 			cell.Verdict = "unsafe"
-		case safe == len(cell.Runs) && safe > 0:
+		case interrupted > 0:
+			cell.Verdict = VerdictInterrupted
+		case safe == n && safe > 0:
 			cell.Verdict = "safe"
-		case len(cell.Runs) > 0:
+		case n > 0:
 			cell.Verdict = "inconclusive"
 		}
 	}
@@ -235,6 +334,12 @@ func cellOutcome(cell *Cell) string {
 		return NotRun
 	case CellPending:
 		return NotRun
+	}
+	if cell.Verdict == VerdictInterrupted {
+		// Interrupted runs prove nothing either way.
+		return NotRun
+	}
+	switch cell.Status {
 	case CellSkipped, CellError:
 		// A cell with an expectation that could not be run is a change
 		// the nightly job must see (a missing server, no root).
@@ -292,6 +397,15 @@ func WriteCampaignJSON(path string, c *Campaign) error {
 		if c.Cells[i].Runs == nil {
 			c.Cells[i].Runs = []CellRun{}
 		}
+	}
+	if c.Rows == nil {
+		c.Rows = []string{}
+	}
+	if c.Columns == nil {
+		c.Columns = []string{}
+	}
+	if c.Cells == nil {
+		c.Cells = []Cell{}
 	}
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {

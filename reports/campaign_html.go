@@ -27,6 +27,55 @@ type campaignView struct {
 	StartupPct string
 	Differs    int
 	Counts     map[string]int // cells per verdict class
+	// Status is the header's line and StatusClass its colour: "good"
+	// (every cell that ran is as expected), "bad" (some differ), "neutral"
+	// (interrupted, or nothing ran).
+	Status, StatusClass string
+	// NotRun lists the cells that did not run (n/a, skipped), with why,
+	// under the matrix: a tooltip alone is easy to miss.
+	NotRun []cellView
+	// Cut: some cell has a run cut at its first violation.
+	Cut bool
+}
+
+// Ran counts the cells that ran to the end (done or error) and the cells
+// the campaign meant to run (all but n/a).
+func (c *Campaign) Ran() (ran, planned int) {
+	for _, cell := range c.Cells {
+		switch cell.Status {
+		case CellNA:
+			continue
+		case CellDone, CellError:
+			ran++
+		}
+		planned++
+	}
+	return ran, planned
+}
+
+// StatusLine says in a few words how the campaign went: how many cells
+// differ from their expectation, whether it was interrupted (and how much
+// of it ran); class is good, bad or neutral.
+func (c *Campaign) StatusLine() (line, class string) {
+	ran, planned := c.Ran()
+	differs := c.Differs()
+	switch {
+	case c.Interrupted:
+		line, class = fmt.Sprintf("interrupted: %d of %d cells ran", ran, planned), "neutral"
+		if differs > 0 {
+			line += fmt.Sprintf("; %d cell(s) differ from their expectation", differs)
+			class = "bad"
+		} else if ran > 0 {
+			line += "; every cell that ran is as expected"
+		}
+	case differs > 0:
+		line, class = fmt.Sprintf("%d cell(s) differ from their expectation", differs), "bad"
+	case ran == 0:
+		line, class = fmt.Sprintf("no cell ran (%d planned)", planned), "neutral"
+	default:
+		line, class = "every cell that ran is as expected", "good"
+	}
+	return line, class
 }
 
 type matrixRow struct {
@@ -36,7 +85,7 @@ type matrixRow struct {
 
 type cellView struct {
 	*Cell
-	Class     string // safe | unsafe | inconclusive | error | na | skipped | pending
+	Class     string // safe | unsafe | inconclusive | error | na | skipped | pending | interrupted
 	Label     string // big text in the matrix
 	Kinds     string // "3 double-holder, 1 lost-update"
 	Contained string
@@ -48,6 +97,9 @@ type cellView struct {
 	Anchor    string
 	Runs      []runView2
 	Empty     bool // no cell at this row and column
+	// Superseded counts the interrupted runs a finished run of the same
+	// seed replaced: not shown, not counted.
+	Superseded int
 }
 
 type runView2 struct {
@@ -60,6 +112,9 @@ type runView2 struct {
 
 // CellClass is the colour class of a cell.
 func CellClass(c *Cell) string {
+	if c.Verdict == VerdictInterrupted && c.Status != CellError {
+		return "interrupted"
+	}
 	switch c.Status {
 	case CellNA:
 		return "na"
@@ -91,6 +146,8 @@ func buildCell(c *Cell) cellView {
 		v.Label = "skipped"
 	case "pending":
 		v.Label = "not run"
+	case "interrupted":
+		v.Label = "interrupted"
 	default:
 		v.Label = c.Verdict
 	}
@@ -101,17 +158,39 @@ func buildCell(c *Cell) cellView {
 		v.Held = fmt.Sprintf("%.0f%%", 100*c.Held)
 	}
 	// Link to the run that proves the verdict: the first unsafe run of an
-	// unsafe cell, else the first run with a page.
-	for _, r := range c.Runs {
-		if r.Dir != "" && (v.Link == "" || (c.Verdict == "unsafe" && r.Verdict == "unsafe")) {
-			v.Link = runLink(r.Dir)
-			if c.Verdict != "unsafe" || r.Verdict == "unsafe" {
-				break
-			}
+	// unsafe cell, else the first run with a page (a finished one before
+	// an interrupted one).
+	rank := func(r *CellRun) int {
+		switch {
+		case c.Verdict == "unsafe" && r.Verdict == "unsafe":
+			return 0
+		case !r.Interrupted:
+			return 1
+		}
+		return 2
+	}
+	best := -1
+	for i := range c.Runs {
+		r := &c.Runs[i]
+		if r.Dir == "" || c.Superseded(i) {
+			continue
+		}
+		if best < 0 || rank(r) < rank(&c.Runs[best]) {
+			best = i
 		}
 	}
-	for _, r := range c.Runs {
+	if best >= 0 {
+		v.Link = runLink(c.Runs[best].Dir)
+	}
+	for i, r := range c.Runs {
+		if c.Superseded(i) {
+			v.Superseded++
+			continue
+		}
 		rv := runView2{CellRun: r, Startup: durOrDash(r.StartupNs), Wall: durOrDash(r.WallNs)}
+		if r.Reused {
+			rv.Startup = "reused" // a cluster an earlier run had started: no start-up
+		}
 		if r.Dir != "" {
 			rv.Link = runLink(r.Dir)
 		}
@@ -151,12 +230,17 @@ func runLink(dir string) string {
 
 func buildCampaign(c *Campaign) campaignView {
 	v := campaignView{C: c, CSS: css, Columns: c.Columns, Servers: c.Servers(), Differs: c.Differs(), Counts: map[string]int{}}
+	v.Status, v.StatusClass = c.StatusLine()
 	byRC := map[string]*Cell{}
 	for i := range c.Cells {
 		cell := &c.Cells[i]
 		byRC[cell.Row+"\x00"+cell.Column] = cell
 		cv := buildCell(cell)
 		v.Counts[cv.Class]++
+		v.Cut = v.Cut || cell.StoppedEarly
+		if (cv.Class == "na" || cv.Class == "skipped") && cell.Reason != "" {
+			v.NotRun = append(v.NotRun, cv)
+		}
 		if cell.Status != CellNA {
 			v.Cells = append(v.Cells, cv)
 		}
@@ -174,7 +258,7 @@ func buildCampaign(c *Campaign) campaignView {
 	}
 	v.Wall, v.Startup = long(c.WallNs), long(c.StartupNs)
 	if c.WallNs > 0 {
-		v.StartupPct = fmt.Sprintf("%.0f%%", 100*float64(c.StartupNs)/float64(c.WallNs))
+		v.StartupPct = c.Share(c.StartupNs)
 	}
 	return v
 }
@@ -283,6 +367,9 @@ func WriteCampaignJUnit(w io.Writer, c *Campaign) error {
 			}
 			tc.Failure = &junitMsg{Message: "verdict differs from expectation", Text: msg}
 			s.Failures++
+		case cell.Outcome == NotRun && cell.Verdict == VerdictInterrupted:
+			tc.Skipped = &junitMsg{Message: "interrupted: the run was interrupted before its time limit (locktest campaign --resume runs it again)"}
+			s.Skipped++
 		case cell.Outcome == NotRun:
 			tc.Skipped = &junitMsg{Message: cell.Status + ": " + cell.Reason}
 			s.Skipped++
@@ -307,7 +394,7 @@ func WriteCampaignJUnit(w io.Writer, c *Campaign) error {
 
 var mdMark = map[string]string{
 	"safe": "🟢 safe", "unsafe": "🔴 unsafe", "inconclusive": "🟠 inconclusive", "error": "⚠️ error",
-	"na": "n/a", "skipped": "⏭ skipped", "pending": "… not run", "empty": "",
+	"na": "n/a", "skipped": "⏭ skipped", "pending": "… not run", "interrupted": "⏸ interrupted", "empty": "",
 }
 
 // WriteCampaignMarkdown writes a summary for a CI job summary: the
@@ -316,12 +403,12 @@ var mdMark = map[string]string{
 func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 	v := buildCampaign(c)
 	b := &strings.Builder{}
-	status := "every cell as expected"
-	if n := c.Differs(); n > 0 {
-		status = fmt.Sprintf("**%d cell(s) differ from their expectation**", n)
-	}
-	if c.Interrupted {
-		status += " (interrupted: not every cell ran)"
+	status, class := c.StatusLine()
+	switch {
+	case class == "bad":
+		status = "**" + status + "**"
+	case class == "good":
+		status = "every cell as expected"
 	}
 	fmt.Fprintf(b, "## locktest campaign %s: %s\n\n", c.Name, status)
 	on := ""
@@ -342,14 +429,7 @@ func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 	for _, r := range v.Rows {
 		fmt.Fprintf(b, "| `%s` |", r.Name)
 		for _, cell := range r.Cells {
-			m := mdMark[cell.Class]
-			if !cell.Empty && cell.Class == "unsafe" && len(cell.Cell.Causes) > 0 {
-				m += " (" + kinds(cell.Cell.Causes) + ")" // e.g. "8 lease-expired": by design, or the service at fault
-			}
-			if !cell.Empty && cell.Outcome == Differs {
-				m += " ❗"
-			}
-			fmt.Fprintf(b, " %s |", m)
+			fmt.Fprintf(b, " %s |", mdCell(cell))
 		}
 		fmt.Fprintln(b)
 	}
@@ -381,6 +461,42 @@ func WriteCampaignMarkdown(w io.Writer, c *Campaign, reportLink string) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// mdCell is a cell of the Markdown matrix: its mark, the violations by
+// kind and count as the page's matrix shows them ("at least" for a run cut
+// at its first violation), contained ones, the causes of double holders
+// (by design, or the service at fault), the topology it ran on when not
+// its row's, and ❗ when it differs from its expectation.
+func mdCell(cell cellView) string {
+	if cell.Empty {
+		return ""
+	}
+	m := mdMark[cell.Class]
+	var parts []string
+	if cell.Kinds != "" {
+		k := cell.Kinds
+		if cell.StoppedEarly {
+			k = "at least " + k
+		}
+		parts = append(parts, k)
+	}
+	if cell.Contained != "" {
+		parts = append(parts, "contained: "+cell.Contained)
+	}
+	if len(cell.Cell.Causes) > 0 {
+		parts = append(parts, "cause: "+kinds(cell.Cell.Causes)) // e.g. "8 lease-expired"
+	}
+	if len(parts) > 0 {
+		m += ": " + strings.Join(parts, "; ")
+	}
+	if cell.Note != "" {
+		m += " (on " + cell.Topology + ")"
+	}
+	if cell.Outcome == Differs {
+		m += " ❗"
+	}
+	return strings.ReplaceAll(m, "|", "/")
 }
 
 // causeCounts lists cause counts as "9 lease expired (by design), 1 lease

@@ -60,6 +60,12 @@ type headerView struct {
 	Truncated                     bool
 	Ended                         string
 	FirstViolation                string
+	// Interrupted: the run was interrupted before its time limit (the
+	// badge says INTERRUPTED, Checked what its recorded part checks as);
+	// StoppedEarly: it stopped at its first certain violation.
+	Interrupted, StoppedEarly bool
+	Checked                   string
+	TimeLimit                 string
 }
 
 type propertyView struct {
@@ -154,6 +160,16 @@ func buildHeader(h *history.History, r *checker.Result) headerView {
 	}
 	if hv.Verdict == "" {
 		hv.Verdict = "NO VERDICT"
+	}
+	if in.TimeLimitMs > 0 {
+		hv.TimeLimit = dur(in.TimeLimitMs * 1e6)
+	}
+	hv.StoppedEarly = r.StoppedEarly || h.Ended == history.EndedEarly
+	if r.Interrupted || h.Ended == history.EndedInterrupted {
+		// Never shown as a verdict: the run did not run its course.
+		hv.Interrupted = true
+		hv.Checked = hv.Verdict
+		hv.Verdict, hv.VerdictClass = "INTERRUPTED", "interrupted"
 	}
 	if in.Lease || in.TTLMillis > 0 {
 		hv.TTL = dur(in.TTLMillis * 1e6)

@@ -41,8 +41,15 @@ var DefaultLinearizationLimits = LinearizationLimits{MaxOps: 1000, Timeout: 5 * 
 // the view's own banner says.
 type linView struct {
 	Link        string // LinearizationFile when it was written
-	Result      string // plain words
+	Result      string // porcupine's result in plain words
 	ResultClass string // pass | fail | unknown
+	// Shown and ShownClass are what the pages say of the result: on a
+	// run whose verdict is unsafe a linearizable history is "linearizable
+	// against a lease lock" (class "consistent", not a green pass), with
+	// Explain saying why that is no contradiction.
+	Shown, ShownClass, Explain string
+	// AnomalyList are the anomalies annotated in the view, listed above it.
+	AnomalyList []linAnomaly
 	Scope       string // which operations are shown
 	Partial     bool   // not the whole history
 	Notes       []string
@@ -51,6 +58,57 @@ type linView struct {
 	Faults      int // fault annotations
 	Anomalies   int // anomaly annotations
 	Millis      float64
+}
+
+// linAnomaly is an anomaly annotated in the view, as the banner lists it.
+type linAnomaly struct {
+	N                          int // #N on the run page
+	Kind, Severity, Cause      string
+	Clients, When, Explanation string
+}
+
+// linModel names the model porcupine checks the run against.
+func linModel(h *history.History) string {
+	model := "mutex"
+	if h.Info.Lease && h.Info.TTLMillis > 0 {
+		model = "lease mutex (TTL " + dur(h.Info.TTLMillis*1e6) + ")"
+		if h.Info.Renews {
+			model = "renewed-lease mutex"
+		}
+	}
+	if h.Info.Reentrant {
+		model = "reentrant " + model
+	}
+	return model
+}
+
+// explainConsistent says why a run can be unsafe while its lock
+// operations are linearizable: the lock answered consistently, and the
+// violations come from what its clients did with the answers (a lease
+// that ran out under a paused holder, a crashed holder, ...).
+func explainConsistent(h *history.History, r *checker.Result) string {
+	expired, doubles := 0, 0
+	for _, a := range r.Anomalies {
+		if a.Severity != checker.SeverityViolation {
+			continue
+		}
+		if a.Kind == checker.KindDoubleHolder {
+			doubles++
+			if a.Cause == checker.CauseLeaseExpired || a.Cause == checker.CauseSessionExpired {
+				expired++
+			}
+		}
+	}
+	s := "The lock answered consistently: every acquire and release can be placed at one point between its call and its return so that a " + linModel(h) + " gives exactly the answers seen. The run is still UNSAFE (" + r.Why + "): "
+	switch {
+	case doubles > 0 && expired == doubles:
+		s += "the double holders on the run page come from leases that ran out. A lease lock may grant the lock to another client once a lease expires; the earlier holder (paused, slow or cut off) went on believing it held the lock. Only fencing tokens protect against that."
+	case expired > 0:
+		s += "some double holders come from leases that ran out (a lease lock may grant the lock again once a lease expires); the others are on the run page, with their causes."
+	default:
+		s += "its violations are not wrong answers in the order of the lock's operations, but what the clients did with the answers (see the run page)."
+	}
+	return s
 }
 
 // focusAnomaly picks the anomaly the view should cover: the first
@@ -178,6 +236,16 @@ func renderLinearization(h *history.History, r *checker.Result, lim Linearizatio
 		lv.Result, lv.ResultClass = fmt.Sprintf("undecided: the search ran out of its %s", lim.Timeout), "unknown"
 		lv.Partial = true
 		lv.Notes = append(lv.Notes, "The search timed out: the orders drawn are the longest it had found by then, not a verdict.")
+	}
+	lv.Shown, lv.ShownClass = lv.Result, lv.ResultClass
+	if res == porcupine.Ok && r.Verdict == checker.Unsafe {
+		// Not a green pass on an unsafe run: say what it means.
+		kind := "mutex"
+		if h.Info.Lease && h.Info.TTLMillis > 0 {
+			kind = "lease lock"
+		}
+		lv.Shown, lv.ShownClass = "linearizable against a "+kind, "consistent"
+		lv.Explain = explainConsistent(h, r)
 	}
 	if p := linearizableProperty(r); p != nil && lv.ResultClass != "unknown" {
 		switch {
@@ -344,6 +412,8 @@ func anomalyAnnotations(r *checker.Result, lo, hi int64, limit int, lv *linView)
 			Tag: "checker: " + a.Kind, Start: max(a.Start, lo), End: min(a.End, hi),
 			Description: desc, Details: details, BackgroundColor: bg, TextColor: fg,
 		})
+		lv.AnomalyList = append(lv.AnomalyList, linAnomaly{N: i + 1, Kind: a.Kind, Severity: a.Severity, Cause: a.Cause,
+			Clients: intList(a.Clients), When: when(a.Start, a.End), Explanation: a.Explanation})
 	}
 	lv.Anomalies = len(out)
 	if skipped > 0 {
@@ -413,29 +483,73 @@ var checkVerbose = porcupine.CheckOperationsVerbose
 
 // jumpAnchor is where the page starts drawing; jumpOnLoad, inserted after
 // it, scrolls to the first operation that cannot be placed and selects it.
+// showAnomalyJS defines ltShow(n): scroll the drawing (#canvas, which
+// scrolls by itself so the banner stays in view) to the annotation of
+// anomaly #n and outline it (the banner's links call it), and keeps the
+// row labels in view; firstAnomalyOnLoad opens the view on the earliest
+// anomaly annotated.
 const (
 	jumpAnchor = "render(data)\n"
 	jumpOnLoad = "      document.querySelector('#jump-link').dispatchEvent(new MouseEvent('click'))\n" +
 		"      document.querySelector('.selected')?.scrollIntoView({inline: 'center', block: 'nearest'})\n"
+	showAnomalyJS = "      window.ltShow = function (n) {\n" +
+		"        let hit = null\n" +
+		"        for (const t of document.querySelectorAll('#canvas text.history-text')) {\n" +
+		"          const m = /^#(\\d+) /.exec(t.textContent)\n" +
+		"          if (m && (n === 0 ? hit === null || Number(t.getAttribute('x')) < Number(hit.getAttribute('x')) : Number(m[1]) === n)) hit = t\n" +
+		"        }\n" +
+		"        if (hit === null) return false\n" +
+		"        for (const r of document.querySelectorAll('#canvas rect.lt-focus')) r.classList.remove('lt-focus')\n" +
+		"        hit.parentNode.querySelector('rect')?.classList.add('lt-focus')\n" +
+		"        const c = document.querySelector('#canvas'), box = hit.getBoundingClientRect(), cb = c.getBoundingClientRect()\n" +
+		"        c.scrollLeft += box.left - cb.left - c.clientWidth / 3\n" +
+		"        return false\n" +
+		"      }\n" +
+		// The row labels (clients, annotation tags) stay at the left
+		// while the drawing scrolls.
+		"      ;(function () {\n" +
+		"        const c = document.querySelector('#canvas'), svg = c.querySelector('svg'), bg = svg && svg.querySelector('g')\n" +
+		"        const labels = bg ? [...bg.querySelectorAll('text')] : []\n" +
+		"        if (labels.length === 0) return\n" +
+		"        const ns = 'http://www.w3.org/2000/svg', g = document.createElementNS(ns, 'g'), r = document.createElementNS(ns, 'rect')\n" +
+		"        g.setAttribute('class', 'lt-labels')\n" +
+		"        g.style.pointerEvents = 'none'\n" +
+		"        r.setAttribute('width', Math.max(...labels.map((t) => Number(t.getAttribute('x')))) + 6)\n" +
+		"        r.setAttribute('height', svg.getAttribute('height'))\n" +
+		"        r.setAttribute('fill', '#fff')\n" +
+		"        g.append(r, ...labels)\n" +
+		"        svg.append(g)\n" +
+		"        c.addEventListener('scroll', () => g.setAttribute('transform', 'translate(' + c.scrollLeft + ',0)'))\n" +
+		"      })()\n"
+	firstAnomalyOnLoad = "      window.ltShow(0)\n"
 )
 
 var linBannerTmpl = template.Must(template.New("banner").Funcs(funcs).Parse(`<div id="locktest">
 <style>
 #locktest { margin: 48px 10px 6px; padding: 10px 14px; border: 1px solid #d0d7de; border-left: 8px solid #8c959f; border-radius: 6px; background: #f6f8fa; font-size: 14px; line-height: 1.45; max-width: 1100px; }
-#locktest.pass { border-left-color: #1a7f37; } #locktest.fail { border-left-color: #cf222e; } #locktest.unknown { border-left-color: #bc4c00; }
 #locktest h1 { font-size: 18px; margin: 0 0 4px; }
 #locktest .res { font-weight: 700; }
-#locktest.pass .res { color: #1a7f37; } #locktest.fail .res { color: #cf222e; } #locktest.unknown .res { color: #bc4c00; }
+{{if eq .V.ShownClass "pass"}}#locktest { border-left-color: #1a7f37; } #locktest .res { color: #1a7f37; }
+{{else if eq .V.ShownClass "fail"}}#locktest { border-left-color: #cf222e; } #locktest .res { color: #cf222e; }
+{{else if eq .V.ShownClass "unknown"}}#locktest { border-left-color: #bc4c00; } #locktest .res { color: #bc4c00; }
+{{else if eq .V.ShownClass "consistent"}}#locktest { border-left-color: #0969da; } #locktest .res { color: #0550ae; }
+{{end}}#locktest .run { font-weight: 800; } #locktest .run.unsafe { color: #cf222e; } #locktest .run.safe { color: #1a7f37; } #locktest .run.inconclusive { color: #bc4c00; }
+#locktest #lin-anomalies ul { columns: 2; column-gap: 24px; font-size: 13px; }
+#canvas { overflow-x: auto; padding-bottom: 8px; }
+#canvas rect.lt-focus { stroke: #1f2328; stroke-width: 3; }
 #locktest .partial { color: #9a6700; font-weight: 700; }
 #locktest p { margin: 4px 0; } #locktest ul { margin: 4px 0; padding-left: 20px; }
 #locktest .muted { color: #57606a; }
-#canvas { margin-top: 8px; }
+#canvas { margin-top: 8px; border-top: 1px solid #d0d7de; }
 </style>
 <h1>Linearization of {{.Lock}} under {{.Nemeses}} (seed {{.Seed}}) <a href="report.html" style="font-size:13px;font-weight:400">back to the run report</a></h1>
-<p>porcupine: <span class="res" id="lin-result">{{.V.Result}}</span>{{if eq .V.ResultClass "pass"}} - every acquire and release can be placed at one point between its call and its return so that a {{.Model}} gives exactly the answers seen.{{else if eq .V.ResultClass "fail"}} - no order of these operations is consistent with a {{.Model}}. Use "jump to first error": red marks where the longest orders the search found cannot go on.{{end}} ({{.Time}})</p>
+<p>The run: <span class="run {{.VerdictClass}}">{{.Verdict}}</span> - {{.Why}}</p>
+<p>porcupine: <span class="res" id="lin-result">{{.V.Shown}}</span>{{if eq .V.ShownClass "pass"}} - every acquire and release can be placed at one point between its call and its return so that a {{.Model}} gives exactly the answers seen.{{else if eq .V.ShownClass "fail"}} - no order of these operations is consistent with a {{.Model}}. Use "jump to first error": red marks where the longest orders the search found cannot go on.{{end}} ({{.Time}})</p>
+{{if .V.Explain}}<p id="lin-explain">{{.V.Explain}}</p>{{end}}
 <p{{if .V.Partial}} class="partial"{{end}} id="lin-scope">Shown: {{.V.Scope}}.</p>
 {{if .Checker}}<p class="muted">The checker's linearizable property: {{.Checker}}.</p>{{end}}
 {{if .V.Notes}}<ul>{{range .V.Notes}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if .V.AnomalyList}}<div id="lin-anomalies"><b>The checker's anomalies in this view</b> (red rows below the clients; click to show one):<ul>{{range .V.AnomalyList}}<li><a href="#" onclick="return ltShow({{.N}})">#{{.N}} {{.Kind}}</a>{{if .Cause}} ({{.Cause}}){{end}}, clients {{.Clients}}, {{.When}}{{if ne .Severity "violation"}} [{{.Severity}}]{{end}}</li>{{end}}</ul></div>{{end}}
 <p class="muted">How to read it: each row is one client; a blue box is one lock operation, from its call to its return (hover for its times and outcome). Time runs left to right in order of events, not to scale. Click a box to see the order (the linearization) through it and the lock's state after each step. The rows below the line are annotations over the same time: {{.V.Faults}} fault window(s) (purple) and {{.V.Anomalies}} of the checker's anomalies (red), with their explanation on hover.</p>
 </div>
 `))
@@ -449,21 +563,12 @@ func dressLinearization(page string, h *history.History, r *checker.Result, lv l
 		}
 	}
 	hv := buildHeader(h, r)
-	model := "mutex"
-	if h.Info.Lease && h.Info.TTLMillis > 0 {
-		model = "lease mutex (TTL " + dur(h.Info.TTLMillis*1e6) + ")"
-		if h.Info.Renews {
-			model = "renewed-lease mutex"
-		}
-	}
-	if h.Info.Reentrant {
-		model = "reentrant " + model
-	}
 	data := struct {
 		Lock, Nemeses, Model, Time, Checker string
 		Seed                                int64
 		V                                   linView
-	}{hv.Lock, hv.Nemeses, model, "search " + millis(lv.Millis), "", hv.Seed, lv}
+		Verdict, VerdictClass, Why          string
+	}{hv.Lock, hv.Nemeses, linModel(h), "search " + millis(lv.Millis), "", hv.Seed, lv, hv.Verdict, hv.VerdictClass, hv.Why}
 	if p := linearizableProperty(r); p != nil {
 		data.Checker = string(p.Status) + " (" + p.Engine + ")"
 	}
@@ -471,9 +576,14 @@ func dressLinearization(page string, h *history.History, r *checker.Result, lv l
 	if err := linBannerTmpl.Execute(&b, data); err != nil {
 		return "", fmt.Errorf("write linearization: %w", err)
 	}
-	if lv.ResultClass == "fail" && strings.Count(page, jumpAnchor) == 1 {
-		// Open on the failing part: what "jump to first error" does.
-		page = strings.Replace(page, jumpAnchor, jumpAnchor+jumpOnLoad, 1)
+	if strings.Count(page, jumpAnchor) == 1 {
+		if lv.ResultClass == "fail" {
+			// Open on the failing part: what "jump to first error" does.
+			page = strings.Replace(page, jumpAnchor, jumpAnchor+jumpOnLoad+showAnomalyJS, 1)
+		} else {
+			// Open on the first anomaly's annotation.
+			page = strings.Replace(page, jumpAnchor, jumpAnchor+showAnomalyJS+firstAnomalyOnLoad, 1)
+		}
 	}
 	const canvas = `<div id="canvas">`
 	if strings.Count(page, canvas) != 1 {

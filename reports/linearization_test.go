@@ -293,3 +293,46 @@ func TestLinearizationTimeout(t *testing.T) {
 	has(t, buf.String(), `id="lin-result">undecided: the search ran out of its 2s</span>`)
 	has(t, buf.String(), `<p class="partial" id="lin-scope">`)
 }
+
+// TestLinearizationOfUnsafeRunIsNotAGreenPass: on an unsafe run whose
+// lock operations are linearizable (a lease lock: double holders after a
+// lease ran out are correct answers), the view does not show a bare green
+// "linearizable" but says against what, and why the run is still unsafe;
+// it lists the anomalies above the drawing and opens on the first one. A
+// safe run keeps the plain pass.
+func TestLinearizationOfUnsafeRunIsNotAGreenPass(t *testing.T) {
+	h, r := loadChecked(t, storedRun)
+	require.Equal(t, checker.Unsafe, r.Verdict)
+	var buf bytes.Buffer
+	lv, err := WriteLinearization(&buf, h, r, LinearizationLimits{})
+	require.NoError(t, err)
+	require.Equal(t, "linearizable", lv.Result, "porcupine's own result is kept")
+	require.Equal(t, "linearizable against a lease lock", lv.Shown)
+	require.Equal(t, "consistent", lv.ShownClass)
+	require.Contains(t, lv.Explain, "The lock answered consistently")
+	require.Contains(t, lv.Explain, "the double holders on the run page come from leases that ran out")
+	page := buf.String()
+	require.Contains(t, page, `<span class="res" id="lin-result">linearizable against a lease lock</span>`)
+	require.NotContains(t, page, "#locktest { border-left-color: #1a7f37; }", "not green")
+	require.Contains(t, page, `<p>The run: <span class="run unsafe">UNSAFE</span>`)
+	require.Contains(t, page, `<div id="lin-anomalies">`)
+	require.Contains(t, page, `onclick="return ltShow( 1 )">#1 double-holder</a> (lease-expired)`)
+	require.Len(t, lv.AnomalyList, len(r.Anomalies))
+	require.Contains(t, page, jumpAnchor+showAnomalyJS+firstAnomalyOnLoad, "opens on the first anomaly")
+
+	// The run page says the same.
+	var rp bytes.Buffer
+	require.NoError(t, writeRunPage(&rp, h, r, nil, &lv))
+	require.Contains(t, rp.String(), `<span class="badge consistent">linearizable against a lease lock</span>`)
+
+	// A safe run: a plain pass.
+	safe := *r
+	safe.Verdict, safe.Anomalies = checker.Safe, nil
+	buf.Reset()
+	lv, err = WriteLinearization(&buf, h, &safe, LinearizationLimits{})
+	require.NoError(t, err)
+	require.Equal(t, "linearizable", lv.Shown)
+	require.Equal(t, "pass", lv.ShownClass)
+	require.Empty(t, lv.Explain)
+	require.Contains(t, buf.String(), "#locktest { border-left-color: #1a7f37; }")
+}

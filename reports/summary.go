@@ -81,6 +81,12 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 	if r.Truncated || (h != nil && h.Truncated) {
 		p.printf("  %s\n", p.paint(ansiYellow, "warning: the history is truncated (the run did not end cleanly)"))
 	}
+	if r.Interrupted {
+		p.printf("  %s\n", p.paint(ansiYellow, "warning: the run was interrupted before its time limit: it proves nothing either way"))
+	}
+	if r.StoppedEarly {
+		p.printf("  %s\n", p.paint(ansiDim, "the run stopped at its first certain violation (--stop-early): the counts below are lower bounds"))
+	}
 	p.printf("\n")
 	holds := ""
 	if h != nil {

@@ -20,8 +20,9 @@ const campaignExitHelp = `Exit codes:
   1    some cell differs from its expectation: a verdict changed, or a cell
        with an expectation could not run (skipped for a missing server or
        root); see summary.md and index.html
-  2    usage or harness error (bad flags or config; a run that failed with a
-       harness error: its cell shows "error")
+  2    usage or harness error (bad flags or config, including an expected
+       verdict for a cell whose fault does not apply to it; a run that
+       failed with a harness error: its cell shows "error")
   130  interrupted (Ctrl-C): every finished cell is kept; --resume DIR goes on`
 
 // campaignRunner runs the cells; tests put a fake here.
@@ -48,6 +49,7 @@ type CampaignOptions struct {
 	Quiet          bool
 	Cluster        string
 	NoReuse        bool
+	StopEarly      bool
 	Fence, Wait    bool
 	Settings       campaigns.Settings
 	timeLimit, ttl time.Duration
@@ -71,8 +73,9 @@ The campaign directory (default store/campaigns/<time>) holds the runs
 (runs/...), campaign.json (the state, written after every run: an interrupted
 campaign keeps every finished run and --resume DIR goes on), and at the end
 index.html (the matrix, each cell linked to the run that proves it),
-results.json (schema locktest-campaign/1, see README), junit.xml (one test
-case per cell) and summary.md (for a CI job summary).
+results.json (schema locktest-campaign/1; every field of it and of a run's
+results.json is in docs/results.md), junit.xml (one test case per cell) and
+summary.md (for a CI job summary).
 
 A --config file (YAML) gives every cell its expected verdict (safe, unsafe or
 either); the exit code then tells whether any cell differed, so a nightly job
@@ -90,6 +93,14 @@ links there); with --parallel each concurrent run has its own. --no-reuse
 starts a cluster for every run. The time spent starting clusters, the starts
 saved and the time the workloads ran are in the final summary and
 results.json.
+
+Every run stops at the first violation the online checker is certain of
+(--stop-early, the default; also "stop_early: false" in a --config file):
+the verdict cannot change any more, so the campaign moves on. An unsafe
+cell's anomaly counts then cover the run up to that point ("at least", the
+pages say so) and its availability the time it ran. --stop-early=false runs
+every cell its full --time-limit, for complete counts and availability.
+Fenced runs never stop early (fencing may still contain the violation).
 
 --cluster docker starts the
 servers in containers instead of host processes (the images of
@@ -120,6 +131,7 @@ run is n/a, and every cell is skipped when docker or its image is not here.
 	fl.BoolVar(&o.Quiet, "quiet", false, "plain progress lines instead of a live status line")
 	fl.StringVar(&o.Cluster, "cluster", "local", "where every run starts its servers: local (processes on this host) or docker (containers; cells whose topology it does not run are n/a)")
 	fl.BoolVar(&o.NoReuse, "no-reuse", false, "start a cluster for every run instead of sharing started ones across cells")
+	fl.BoolVar(&o.StopEarly, "stop-early", true, "stop each run at its first certain violation (anomaly counts are then lower bounds); --stop-early=false runs full time limits (overrides stop_early in --config)")
 	fl.BoolVar(&o.Fence, "fence", false, "with --locks: run every scheme with fencing tokens (schemes without them are refused)")
 	fl.BoolVar(&o.Wait, "wait", false, "with --locks: blocking acquires")
 	fl.DurationVar(&o.timeLimit, "time-limit", 30*time.Second, "how long each run's workload lasts")
@@ -182,6 +194,9 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 		if o.set("cluster") && o.Cluster != was {
 			return usageErr("resume: the campaign runs on --cluster %s, not %s", was, o.Cluster)
 		}
+		if o.set("stop-early") && o.StopEarly != camp.StopsEarly() {
+			return usageErr("resume: the campaign runs with --stop-early=%v, not %v", camp.StopsEarly(), o.StopEarly)
+		}
 	case o.Config != "":
 		cfg, err := campaigns.LoadConfig(o.Config)
 		if err != nil {
@@ -194,6 +209,9 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 		}
 		if o.set("seed") {
 			cfg.Seed = &o.Seed
+		}
+		if o.set("stop-early") {
+			cfg.StopEarly = &o.StopEarly
 		}
 		if camp, err = campaigns.PlanConfig(cfg, env); err != nil {
 			return usageErr("%s: %v", o.Config, err)
@@ -210,7 +228,7 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 		if camp, err = campaigns.PlanLists(campaigns.Lists{Locks: o.Locks, Nemeses: o.Nemeses, Settings: set, Fence: o.Fence, Wait: o.Wait}, env); err != nil {
 			return usageErr("%v", err)
 		}
-		camp.Runs, camp.Seed = o.Runs, o.Seed
+		camp.Runs, camp.Seed, camp.StopEarly = o.Runs, o.Seed, &o.StopEarly
 		camp.Name = "adhoc"
 	}
 	if dir == "" {
@@ -252,17 +270,19 @@ func printCampaignTotals(cmd *cobra.Command, c *reports.Campaign) {
 	for i := range c.Cells {
 		n[reports.CellClass(&c.Cells[i])]++
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "cells: %d safe, %d unsafe, %d inconclusive, %d error, %d n/a, %d skipped, %d not run; %d differ from expectation\n",
-		n["safe"], n["unsafe"], n["inconclusive"], n["error"], n["na"], n["skipped"], n["pending"], c.Differs())
-	pct := func(ns int64) string {
-		if c.WallNs <= 0 {
-			return "-"
-		}
-		return fmt.Sprintf("%.0f%%", 100*float64(ns)/float64(c.WallNs))
+	interrupted := ""
+	if n["interrupted"] > 0 {
+		interrupted = fmt.Sprintf(", %d interrupted", n["interrupted"])
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "cells: %d safe, %d unsafe, %d inconclusive, %d error, %d n/a, %d skipped, %d not run%s; %d differ from expectation\n",
+		n["safe"], n["unsafe"], n["inconclusive"], n["error"], n["na"], n["skipped"], n["pending"], interrupted, c.Differs())
+	if c.Interrupted {
+		ran, planned := c.Ran()
+		fmt.Fprintf(cmd.OutOrStdout(), "interrupted: %d of %d cells ran\n", ran, planned)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "wall time %s: cluster start-up %s (%s; %d clusters started, %d runs on a reused cluster: %d starts saved), workloads %s (%s)\n",
-		time.Duration(c.WallNs).Round(100*time.Millisecond), time.Duration(c.StartupNs).Round(time.Millisecond), pct(c.StartupNs),
-		c.ClusterStarts, c.ClusterReuses, c.ClusterReuses, time.Duration(c.WorkloadNs).Round(100*time.Millisecond), pct(c.WorkloadNs))
+		time.Duration(c.WallNs).Round(100*time.Millisecond), time.Duration(c.StartupNs).Round(time.Millisecond), c.Share(c.StartupNs),
+		c.ClusterStarts, c.ClusterReuses, c.ClusterReuses, time.Duration(c.WorkloadNs).Round(100*time.Millisecond), c.Share(c.WorkloadNs))
 }
 
 func isTerminal(w any) bool {

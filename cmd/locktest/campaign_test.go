@@ -283,3 +283,93 @@ func TestCampaignCluster(t *testing.T) {
 	require.Equal(t, exitError, code, outText)
 	require.Contains(t, outText, "unknown cluster backend")
 }
+
+// TestCampaignStopEarly: every run stops at its first certain violation
+// unless --stop-early=false or "stop_early: false" says otherwise (the
+// flag wins over the file); results.json records it, a resume keeps it,
+// and the matrix says plainly that a cut run's counts are lower bounds.
+func TestCampaignStopEarly(t *testing.T) {
+	orig := campaignRunner
+	t.Cleanup(func() { campaignRunner = orig })
+	var mu sync.Mutex
+	var got []bool
+	campaignRunner = runnerFunc(func(c context.Context, o harness.Options) (*harness.Outcome, error) {
+		mu.Lock()
+		got = append(got, o.StopEarly)
+		mu.Unlock()
+		out, err := fakeRunner{map[string]checker.Verdict{o.Lock + "/" + o.Nemesis: checker.Unsafe}}.Run(c, o)
+		if err == nil && o.StopEarly {
+			out.Result.StoppedEarly = true
+		}
+		return out, err
+	})
+	cfg := func(t *testing.T, extra string) string {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		require.NoError(t, os.WriteFile(p, []byte("name: t\n"+extra+"defaults: {time_limit: 1s}\ncells:\n  - lock: redis-lua\n    expect: {pause: unsafe}\n"), 0o644))
+		return p
+	}
+	cases := []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"lists: default", []string{"--locks", "redis-lua", "--nemeses", "pause"}, true},
+		{"lists: flag off", []string{"--locks", "redis-lua", "--nemeses", "pause", "--stop-early=false"}, false},
+		{"config: default", []string{"--config", cfg(t, "")}, true},
+		{"config: file off", []string{"--config", cfg(t, "stop_early: false\n")}, false},
+		{"config: flag wins", []string{"--config", cfg(t, "stop_early: false\n"), "--stop-early"}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got = nil
+			dir := filepath.Join(t.TempDir(), "camp")
+			code, out := runCampaignCmd(t, append(tc.args, "--dir", dir, "--quiet")...)
+			require.Equal(t, exitSafe, code, out)
+			require.Equal(t, []bool{tc.want}, got)
+			c, err := reports.ReadCampaign(filepath.Join(dir, campaigns.ResultsFile))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, c.StopsEarly())
+			cell := c.Cell("redis-lua/pause")
+			require.Equal(t, tc.want, cell.StoppedEarly)
+			require.Equal(t, tc.want, cell.Runs[0].StoppedEarly)
+			index, err := os.ReadFile(filepath.Join(dir, campaigns.IndexFile))
+			require.NoError(t, err)
+			if tc.want {
+				require.Contains(t, string(index), "at least 1 double-holder")
+				require.Contains(t, string(index), "cut at first violation")
+			} else {
+				require.NotContains(t, string(index), "at least 1 double-holder")
+				require.Contains(t, string(index), "no: full time limits")
+			}
+			// A resume keeps the setting and refuses another.
+			code, out = runCampaignCmd(t, "--resume", dir, "--stop-early="+map[bool]string{true: "false", false: "true"}[tc.want], "--quiet")
+			require.Equal(t, exitError, code, out)
+			require.Contains(t, out, "resume: the campaign runs with --stop-early")
+		})
+	}
+	help := newCampaignCmd()
+	require.Contains(t, help.Long, "--stop-early=false")
+	require.NotNil(t, help.Flags().Lookup("stop-early"))
+	require.Equal(t, "true", help.Flags().Lookup("stop-early").DefValue)
+}
+
+// TestCampaignConfigExpectsNA: an expectation on a cell whose fault does
+// not apply (and that no other topology of the scheme takes) is a config
+// error: exit 2, one line naming the cell, the fault and why.
+func TestCampaignConfigExpectsNA(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("cells:\n  - lock: redis-lua\n    expect: {none: safe, failover: safe}\n"), 0o644))
+	c := newCampaignCmd()
+	c.SetOut(&bytes.Buffer{})
+	c.SetErr(&bytes.Buffer{})
+	c.SetArgs([]string{"--config", cfg, "--dir", t.TempDir(), "--quiet"})
+	err := c.ExecuteContext(context.Background())
+	var ec exitCode
+	require.ErrorAs(t, err, &ec)
+	require.Equal(t, exitError, ec.code)
+	msg := ec.err.Error()
+	require.NotContains(t, msg, "\n")
+	require.Contains(t, msg, "cell redis-lua/failover")
+	require.Contains(t, msg, "expects safe, but failover does not apply: topology redis has no primary with a replica to fail over")
+	require.True(t, strings.HasPrefix(msg, cfg+": "), msg)
+}
