@@ -12,6 +12,7 @@ import (
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
@@ -334,6 +335,21 @@ func plan(c *Config, columns []string, env Environment) (*reports.Campaign, erro
 				if t, why := AutoTopology(s, col); t != "" {
 					cell.Topology = t
 					cell.Note = fmt.Sprintf("runs on %s: %s", t, why)
+				}
+			}
+			if cc.TTL == 0 && cc.Hold == "" {
+				// A fault that needs longer leases and holds than the
+				// campaign's defaults to matter gets them, unless the
+				// cell chose its own.
+				topology := cell.Topology
+				if topology == "" {
+					topology = s.Topology
+				}
+				if sz, ok := harness.FaultSizing(topology, strings.Split(cell.Nemesis, ",")); ok {
+					cell.TTLNs, cell.Hold = int64(sz.TTL), fmt.Sprintf("%s..%s", sz.Hold.Min, sz.Hold.Max)
+					cell.TimeLimitNs = max(cell.TimeLimitNs, int64(sz.TimeLimit))
+					note := fmt.Sprintf("sized: ttl %s, hold %s, at least %s (%s)", sz.TTL, cell.Hold, sz.TimeLimit, sz.Why)
+					cell.Note = strings.TrimPrefix(cell.Note+"; "+note, "; ")
 				}
 			}
 			if cell.Expect != "" {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -277,8 +278,15 @@ func TestFailoverRunsOnAReplicatedTopology(t *testing.T) {
 	require.Positive(t, mysql)
 	require.NotContains(t, c.Rows, "mysql-get-lock @mysql-replicated")
 	require.Equal(t, reports.CellNA, c.Cell("redis-lua/failover").Status)
-	require.Equal(t, reports.CellPending, c.Cell("redis-sentinel/failover").Status)
-	require.Empty(t, c.Cell("redis-sentinel/failover").Note)
+	// Sentinel's failover takes longer leases and holds than the defaults
+	// to matter: the cell is sized for it.
+	sentinel := c.Cell("redis-sentinel/failover")
+	require.Equal(t, reports.CellPending, sentinel.Status)
+	require.Empty(t, sentinel.Topology)
+	require.Contains(t, sentinel.Note, "sized: ttl 6s, hold 3s..4s, at least 12s")
+	require.Equal(t, int64(6*time.Second), sentinel.TTLNs)
+	require.Equal(t, "3s..4s", sentinel.Hold)
+	require.GreaterOrEqual(t, sentinel.TimeLimitNs, int64(12*time.Second))
 
 	page := &strings.Builder{}
 	require.NoError(t, reports.WriteCampaignHTML(page, c))

@@ -189,6 +189,13 @@ func newLockModel(info history.RunInfo, slack int64, ow *owners) lockModel {
 	if info.Session && info.Renews {
 		m.early = m.ttl / 3
 	}
+	if !m.lease && info.Session && info.IdleTimeoutMillis > 0 {
+		// A session the server ends when idle (MariaDB closes a
+		// connection idle for wait_timeout): the holder's connection is
+		// idle from its acquire on, so the lock is a lease of the idle
+		// timeout, unless released first.
+		m.lease, m.ttl = true, info.IdleTimeoutMillis*1e6
+	}
 	if m.rw {
 		m.rs = newReaderSets()
 	}

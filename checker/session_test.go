@@ -147,3 +147,23 @@ func TestSessionCauseWithoutHeartbeats(t *testing.T) {
 		})
 	}
 }
+
+// A session lock whose server drops idle connections is, to the
+// linearizability check, a lease of the idle timeout: a grant after the
+// holder's connection sat idle that long is what the lock does; one before
+// is not.
+func TestIdleSessionIsALease(t *testing.T) {
+	for _, tc := range []struct {
+		grant float64
+		want  Status
+	}{{3500, Pass}, {1500, Fail}} {
+		b := newHB()
+		b.info.Session, b.info.IdleTimeoutMillis = true, 2000
+		b.acq(1, 990, 1000, "a")
+		b.acq(2, tc.grant-10, tc.grant, "b")
+		b.rel(1, 3700, 3701, "a", history.Fail, "-")
+		b.rel(2, 3800, 3801, "b", history.OK, "b")
+		p, _ := checkLinearizable(newFacts(b.build(t)), DefaultOptions())
+		require.Equal(t, tc.want, p.Status, "grant at %v ms: %s", tc.grant, p.Detail)
+	}
+}

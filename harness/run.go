@@ -242,21 +242,32 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	return s, ns, names, nil
 }
 
-// FaultSizing returns the TTL and hold times a fault needs on a topology to
-// be able to matter, when the defaults cannot let it, and why; ok false
-// when the defaults do.
+// Sizing is what a fault needs of the workload to be able to matter on a
+// topology: a TTL, hold times and a run long enough.
+type Sizing struct {
+	TTL       time.Duration
+	Hold      workloads.Range
+	TimeLimit time.Duration // the shortest run that lets the fault strike
+	Why       string
+}
+
+// FaultSizing returns the sizing a fault needs on a topology when the
+// defaults cannot let it matter; ok false when they do.
 //
 // A Sentinel failover gives the lock away only if the replica is promoted
 // while the holder still holds a live lease: Sentinel notices the dead
 // master after down-after-milliseconds (1 s) and promotes a replica about
 // 2.3 s after the kill, so a 2 s lease and holds under 0.5 s have always
 // run out by then (the run would be inconclusive, see checker's struck).
-func FaultSizing(topology string, nemeses []string) (ttl time.Duration, hold workloads.Range, why string, ok bool) {
+// The fault waits for a grant on the master alone first (a few seconds).
+func FaultSizing(topology string, nemeses []string) (Sizing, bool) {
 	if topology == "redis-sentinel" && slices.Contains(nemeses, "failover") {
-		return 6 * time.Second, workloads.Range{Min: 3 * time.Second, Max: 4 * time.Second},
-			"Sentinel promotes a replica about 2.3 s after the master fails: the lease and the holds outlive that", true
+		return Sizing{
+			TTL: 6 * time.Second, Hold: workloads.Range{Min: 3 * time.Second, Max: 4 * time.Second}, TimeLimit: 12 * time.Second,
+			Why: "Sentinel promotes a replica about 2.3 s after the master fails: the lease and the holds outlive that",
+		}, true
 	}
-	return 0, workloads.Range{}, "", false
+	return Sizing{}, false
 }
 
 // faultParams are the --param keys the faults read, each named after its fault.
@@ -386,7 +397,8 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	sized := ""
 	if o.SizeForFaults {
-		if ttl, hold, why, ok := FaultSizing(o.topologyOf(scheme), names); ok {
+		if sz, ok := FaultSizing(o.topologyOf(scheme), names); ok {
+			ttl, hold, why := sz.TTL, sz.Hold, sz.Why
 			o.TTL, o.Hold = ttl, hold
 			sized = fmt.Sprintf("sized for %s on %s: --ttl %s --hold %s..%s (%s; set --ttl or --hold to choose)",
 				strings.Join(names, ","), o.topologyOf(scheme), ttl, hold.Min, hold.Max, why)

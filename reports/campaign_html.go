@@ -490,8 +490,11 @@ func mdCell(cell cellView) string {
 	if len(parts) > 0 {
 		m += ": " + strings.Join(parts, "; ")
 	}
-	if cell.Note != "" {
+	switch {
+	case cell.Note != "" && cell.Topology != "":
 		m += " (on " + cell.Topology + ")"
+	case cell.Note != "":
+		m += " (sized for the fault)"
 	}
 	if cell.Outcome == Differs {
 		m += " ❗"
