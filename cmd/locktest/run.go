@@ -44,8 +44,8 @@ to it) and prints the verdict.
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.o.Lock, "lock", "", "lock scheme (see `locktest list`)")
-	fl.StringVar(&f.o.Nemesis, "nemesis", "none", "faults, comma separated (see `locktest list`)")
+	fl.StringVar(&f.o.Lock, "lock", "", "lock `NAME` (see locktest list)")
+	fl.StringVar(&f.o.Nemesis, "nemesis", "none", "faults, comma separated `LIST` (see locktest list)")
 	fl.DurationVar(&f.o.TimeLimit, "time-limit", 30*time.Second, "how long the workload runs")
 	fl.IntVar(&f.o.Clients, "clients", 5, "number of client processes")
 	fl.DurationVar(&f.o.TTL, "ttl", 2*time.Second, "lease TTL for schemes that expire; pauses are sized from it")
@@ -58,11 +58,11 @@ to it) and prints the verdict.
 	fl.DurationVar(&f.o.OpTimeout, "op-timeout", time.Second, "deadline of one request from a client to a server")
 	fl.StringVar(&f.o.Store, "store", "store", "directory that keeps every run")
 	fl.StringVar(&f.o.Cluster, "cluster", "local", "where the servers run: local (processes), docker (containers the run creates), compose (a stack started from docker-compose.yml)")
-	fl.StringToStringVar(&f.o.Images, "image", nil, "with --cluster docker: image per server kind, KIND=IMAGE, KIND one of redis, zookeeper, etcd, mariadb (default the official image, or $LOCKTEST_IMAGE_<KIND>)")
-	fl.StringVar(&f.o.Topology, "topology", "", "servers to run the scheme on, when it runs on more than its own (see `locktest list`), e.g. mysql-replicated")
+	fl.StringToStringVar(&f.o.Images, "image", nil, "with --cluster docker: image per server kind, `KIND=IMAGE`, KIND one of redis, zookeeper, etcd, mariadb (default the official image, or $LOCKTEST_IMAGE_<KIND>)")
+	fl.StringVar(&f.o.Topology, "topology", "", "servers to run the scheme on, when it runs on more than its own (see locktest list), e.g. mysql-replicated")
 	fl.BoolVar(&f.o.Quiet, "quiet", false, "print only the summary")
 	fl.BoolVar(&f.o.StopEarly, "stop-early", false, "end the workload as soon as the online checker is certain of a violation (campaigns always do)")
-	fl.StringToStringVar(&f.o.Params, "param", nil, "scheme or server setting KEY=VALUE (repeatable; see `locktest list`)")
+	fl.StringToStringVar(&f.o.Params, "param", nil, "scheme or server setting `KEY=VALUE` (repeatable; see locktest list)")
 	fl.StringVar(&f.o.ClientCmd, "client-cmd", "", "run this shell command as every client process: your own lock client speaking docs/protocol.md (needs --topology)")
 	fl.StringVar(&f.o.Topology, "cluster-topology", "", "same as --topology")
 	return c
