@@ -348,8 +348,7 @@ func plan(c *Config, columns []string, env Environment) (*reports.Campaign, erro
 				if sz, ok := harness.FaultSizing(topology, strings.Split(cell.Nemesis, ",")); ok {
 					cell.TTLNs, cell.Hold = int64(sz.TTL), fmt.Sprintf("%s..%s", sz.Hold.Min, sz.Hold.Max)
 					cell.TimeLimitNs = max(cell.TimeLimitNs, int64(sz.TimeLimit))
-					note := fmt.Sprintf("sized: ttl %s, hold %s, at least %s (%s)", sz.TTL, cell.Hold, sz.TimeLimit, sz.Why)
-					cell.Note = strings.TrimPrefix(cell.Note+"; "+note, "; ")
+					cell.Sizing = fmt.Sprintf("ttl %s, hold %s, at least %s (%s)", sz.TTL, cell.Hold, sz.TimeLimit, sz.Why)
 				}
 			}
 			if cell.Expect != "" {

@@ -115,11 +115,11 @@ func (p *progress) started(cell *reports.Cell, seed int64) {
 		return
 	}
 	on := ""
-	switch {
-	case cell.Note != "" && cell.Topology != "":
+	if cell.Note != "" {
 		on = ", on " + cell.Topology
-	case cell.Note != "":
-		on = ", sized for the fault"
+	}
+	if cell.Sizing != "" {
+		on += ", sized for the fault"
 	}
 	fmt.Fprintf(p.out, "[%d/%d] %s: running (%s%s) — elapsed %s, remaining ~%s, %s\n",
 		p.nums[k], p.total, k, time.Duration(cell.TimeLimitNs), on, p.elapsed(), p.remaining(), p.anomalies())

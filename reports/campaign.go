@@ -118,7 +118,10 @@ type Cell struct {
 	// Note says why the cell runs on another topology than its row's
 	// ("runs on mysql-replicated: topology mysql has no primary with a
 	// replica to fail over").
-	Note          string            `json:"note,omitempty"`
+	Note string `json:"note,omitempty"`
+	// Sizing says why the cell's TTL, holds and run length are not the
+	// campaign's: its fault needs more to matter (harness.FaultSizing).
+	Sizing        string            `json:"sizing,omitempty"`
 	Fence         bool              `json:"fence,omitempty"`
 	Wait          bool              `json:"wait,omitempty"`
 	Params        map[string]string `json:"params,omitempty"`

@@ -490,10 +490,10 @@ func mdCell(cell cellView) string {
 	if len(parts) > 0 {
 		m += ": " + strings.Join(parts, "; ")
 	}
-	switch {
-	case cell.Note != "" && cell.Topology != "":
+	if cell.Note != "" {
 		m += " (on " + cell.Topology + ")"
-	case cell.Note != "":
+	}
+	if cell.Sizing != "" {
 		m += " (sized for the fault)"
 	}
 	if cell.Outcome == Differs {
