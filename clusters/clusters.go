@@ -175,6 +175,15 @@ func Find(r Requirement) (string, error) {
 	return exec.LookPath(r.Binary)
 }
 
+// Check says what topology needs that is not installed here, nil when
+// nothing is missing.
+func Check(topology string) error {
+	if m := Missing(topology); len(m) > 0 {
+		return MissingError(m)
+	}
+	return nil
+}
+
 // MissingError says which programs are missing and how to install them.
 func MissingError(m []Requirement) error {
 	var bins, pkgs []string

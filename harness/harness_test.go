@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testenv"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -38,12 +38,7 @@ func TestMain(m *testing.M) {
 // CI, where a missing server is a broken install.
 func needServer(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server not installed under CI: %v", err)
-		}
-		t.Skip("redis-server not installed: run scripts/install.sh (apt-get install -y redis-server)")
-	}
+	testenv.Require(t, clusters.Check("redis"))
 }
 
 func baseOptions(t *testing.T, lock, nem string, seed int64) Options {

@@ -13,6 +13,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testenv"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -20,12 +21,7 @@ import (
 // where a missing server is a broken install.
 func needMariaDB(t *testing.T, topology string) {
 	t.Helper()
-	if m := clusters.Missing(topology); len(m) > 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("under CI: %v", clusters.MissingError(m))
-		}
-		t.Skip("MariaDB not installed: run scripts/install.sh (apt-get install -y mariadb-server mariadb-client)")
-	}
+	testenv.Require(t, clusters.Check(topology))
 }
 
 // mysqlStore is a store the mysql user can reach, so the datadirs live in

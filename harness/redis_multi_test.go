@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testenv"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -21,12 +22,7 @@ import (
 // under CI.
 func needSentinel(t *testing.T) {
 	t.Helper()
-	if m := clusters.Missing("redis-sentinel"); len(m) > 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("not installed under CI: %v", clusters.MissingError(m))
-		}
-		t.Skipf("%v", clusters.MissingError(m))
-	}
+	testenv.Require(t, clusters.Check("redis-sentinel"))
 }
 
 // Cells of the Redisson lock (reentrant, with a lease watchdog) and of the

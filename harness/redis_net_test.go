@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -11,27 +12,18 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/internal/testenv"
 	"github.com/locktest/locktest/workloads"
 )
 
 func needNet(t *testing.T) {
 	t.Helper()
-	if err := netns.Available(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("network layer unavailable under CI: %v", err)
-		}
-		t.Skip(err.Error())
-	}
+	testenv.Require(t, netns.Available())
 }
 
 func needFaketime(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(clusters.FaketimeLib); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("libfaketime not installed under CI: %v", err)
-		}
-		t.Skip("libfaketime not installed: apt-get install -y libfaketime")
-	}
+	testenv.Require(t, faketimeMissing())
 }
 
 // Cells of the multi-node and network faults, each against real servers.
@@ -145,4 +137,12 @@ func TestRedlockHasNoToken(t *testing.T) {
 	o.Fence = true
 	_, _, _, err := o.Validate()
 	require.ErrorContains(t, err, "lock redlock cannot hand out fencing tokens")
+}
+
+// faketimeMissing says why the clock shim cannot work here, nil when it can.
+func faketimeMissing() error {
+	if _, err := os.Stat(clusters.FaketimeLib); err != nil {
+		return fmt.Errorf("libfaketime not installed (apt-get install -y libfaketime): %w", err)
+	}
+	return nil
 }

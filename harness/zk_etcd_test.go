@@ -16,6 +16,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testenv"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/workloads"
 )
@@ -24,12 +25,7 @@ import (
 // fails under CI.
 func needTopology(t *testing.T, topology string) {
 	t.Helper()
-	if m := clusters.Missing(topology); len(m) > 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("under CI: %v", clusters.MissingError(m))
-		}
-		t.Skipf("%v", clusters.MissingError(m))
-	}
+	testenv.Require(t, clusters.Check(topology))
 }
 
 // The acceptance cells of the ZooKeeper and etcd schemes, each on a real

@@ -15,18 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/testenv"
 )
 
 // needMariaDB skips outside CI when MariaDB is not installed, and fails
 // under CI, where a missing server is a broken install.
 func needMariaDB(t *testing.T, topology string) {
 	t.Helper()
-	if m := clusters.Missing(topology); len(m) > 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("under CI: %v", clusters.MissingError(m))
-		}
-		t.Skip("MariaDB not installed: run scripts/install.sh (apt-get install -y mariadb-server mariadb-client)")
-	}
+	testenv.Require(t, clusters.Check(topology))
 }
 
 // runDir returns a run directory the mysql user can reach (t.TempDir is

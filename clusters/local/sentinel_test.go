@@ -17,16 +17,12 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/internal/testenv"
 )
 
 func needSentinel(t *testing.T) {
 	t.Helper()
-	if m := clusters.Missing("redis-sentinel"); len(m) > 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("not installed under CI: %v", clusters.MissingError(m))
-		}
-		t.Skipf("%v", clusters.MissingError(m))
-	}
+	testenv.Require(t, clusters.Check("redis-sentinel"))
 }
 
 // The topology comes up whole, FailPrimary loses a grant that only the
@@ -125,12 +121,7 @@ func TestSentinelTopology(t *testing.T) {
 
 func needNet(t *testing.T) {
 	t.Helper()
-	if err := netns.Available(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("network layer unavailable under CI: %v", err)
-		}
-		t.Skip(err.Error())
-	}
+	testenv.Require(t, netns.Available())
 }
 
 // With a network, every server of the topology has its own namespace and

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -11,18 +10,14 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/internal/runstate"
+	"github.com/locktest/locktest/internal/testenv"
 )
 
 // needTopology skips (or, under CI, fails) when topology's programs are
 // missing.
 func needTopology(t *testing.T, topology string) {
 	t.Helper()
-	if m := clusters.Missing(topology); len(m) > 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%v", clusters.MissingError(m))
-		}
-		t.Skipf("%v", clusters.MissingError(m))
-	}
+	testenv.Require(t, clusters.Check(topology))
 }
 
 func TestEnsembles(t *testing.T) {

@@ -9,16 +9,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/internal/testenv"
 )
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if err := Available(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("network layer unavailable under CI: %v", err)
-		}
-		t.Skip(err.Error())
-	}
+	testenv.Require(t, Available())
 }
 
 // listen opens a TCP echo-less listener inside h's namespace.

@@ -15,9 +15,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
+	"github.com/locktest/locktest/internal/testenv"
 )
 
 var bin string
@@ -62,12 +64,7 @@ func run(t *testing.T, env []string, args ...string) result {
 
 func needServer(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redis-server not installed under CI: %v", err)
-		}
-		t.Skip("redis-server not installed: run scripts/install.sh")
-	}
+	testenv.Require(t, clusters.Check("redis"))
 }
 
 func TestBadInput(t *testing.T) {
