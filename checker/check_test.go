@@ -60,26 +60,10 @@ func TestVerdict(t *testing.T) {
 		// A failover matters only if the replica is promoted while the
 		// holder whose grant it followed still holds a live lease.
 		{name: "a failover promoted while the holder held its lease", verdict: Safe, why: "1 fault while the lock was held", build: func(b *hb) {
-			b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
-			t := b.cycles(6, 0)
-			b.acq(1, t, t+1, "f")
-			b.fault++
-			b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
-			b.add(t+30, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverNote + "promoted redis-2"})
-			b.rel(1, t+40, t+41, "f", history.OK, "f")
-			b.add(t+90, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
-			b.cycles(6, t+100)
+			failoverCells(b, 30, 40, history.OK)
 		}},
 		{name: "a failover promoted after the lease ran out", verdict: Inconclusive, why: "no failover promoted a replica while a client held the lock and its lease (TTL 0.10 s) live: the promotion came 0.15 s after the failure", build: func(b *hb) {
-			b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
-			t := b.cycles(6, 0)
-			b.acq(1, t, t+1, "f")
-			b.fault++
-			b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
-			b.add(t+152, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverNote + "promoted redis-2"})
-			b.rel(1, t+160, t+161, "f", history.Fail, "-")
-			b.add(t+190, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
-			b.cycles(6, t+200)
+			failoverCells(b, 152, 160, history.Fail)
 		}},
 		{name: "too few acquires", verdict: Inconclusive, why: "only 4 successful acquires (at least 10 needed)", build: func(b *hb) {
 			b.cycles(4, 0)
@@ -251,4 +235,24 @@ func lostReply(b *hb, c int, start, end float64) {
 	target := fmt.Sprintf("redis-1 -> client %d", c)
 	b.add(start, history.Event{Type: history.FaultStart, Fault: "partition", FaultID: b.fault, Target: target, Client: c, Detail: "lost-reply for 50ms"})
 	b.add(end, history.Event{Type: history.FaultEnd, Fault: "partition", FaultID: b.fault, Target: target, Client: c, Detail: "healed"})
+}
+
+// failoverCells: sequential cycles, then client 1 granted a 100 ms lease
+// and a failover right after, its replica promoted promote ms after the
+// grant; client 1 releases release ms after it (relType: the release's
+// outcome), and more cycles follow.
+func failoverCells(b *hb, promote, release float64, relType history.Type) {
+	b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
+	t := b.cycles(6, 0)
+	b.acq(1, t, t+1, "f")
+	b.fault++
+	b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+	b.add(t+promote, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverNote + "promoted redis-2"})
+	removed := "f"
+	if relType != history.OK {
+		removed = "-"
+	}
+	b.rel(1, t+release, t+release+1, "f", relType, removed)
+	b.add(t+release+30, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+	b.cycles(6, t+release+40)
 }
