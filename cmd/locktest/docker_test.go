@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -24,7 +22,6 @@ import (
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/runstate"
 )
 
 // needDocker skips outside CI, and fails under CI, without a Docker engine
@@ -73,26 +70,8 @@ func TestDockerCleanupAfterKill9(t *testing.T) {
 	env := needDocker(t)
 	store, stateDir := t.TempDir(), t.TempDir()
 	env = append(env, "LOCKTEST_STATE_DIR="+stateDir)
-	cmd := exec.Command(bin, "run", "--cluster", "docker", "--lock", "redlock", "--nemesis", "partition,pause-server",
-		"--time-limit", "60s", "--ttl", "2s", "--store", store)
-	cmd.Env = append(os.Environ(), env...)
-	require.NoError(t, cmd.Start())
-	hist := filepath.Join(store, "latest", "history.jsonl")
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		b, _ := os.ReadFile(hist)
-		if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no fault within 40s")
-		time.Sleep(50 * time.Millisecond)
-	}
-	states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
-	require.Len(t, states, 1)
-	var st runstate.State
-	b, err := os.ReadFile(states[0])
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &st))
+	cmd, st := startUntilFault(t, env, store, stateDir, 40*time.Second, "run", "--cluster", "docker", "--lock", "redlock",
+		"--nemesis", "partition,pause-server", "--time-limit", "60s", "--ttl", "2s", "--store", store)
 	require.True(t, st.Docker)
 	c, n, err := docker.Leftovers(context.Background(), st.RunID)
 	require.NoError(t, err)
@@ -210,26 +189,8 @@ func TestComposeProfile(t *testing.T) {
 	// cleanup thaws it and clears the rules in its namespace.
 	stateDir := t.TempDir()
 	cenv := append(env, docker.ComposeProjectEnv+"="+project, "LOCKTEST_STATE_DIR="+stateDir)
-	cmd := exec.Command(bin, "run", "--cluster", "compose", "--lock", "redis-lua", "--nemesis", "pause-server,partition",
-		"--param", "partition=isolate-holder", "--time-limit", "60s", "--store", store, "--quiet")
-	cmd.Env = append(os.Environ(), cenv...)
-	require.NoError(t, cmd.Start())
-	hist := filepath.Join(store, "latest", "history.jsonl")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(hist)
-		if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no fault within 30s")
-		time.Sleep(50 * time.Millisecond)
-	}
-	states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
-	require.Len(t, states, 1)
-	var st runstate.State
-	b, err := os.ReadFile(states[0])
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &st))
+	cmd, st := startUntilFault(t, cenv, store, stateDir, 30*time.Second, "run", "--cluster", "compose", "--lock", "redis-lua",
+		"--nemesis", "pause-server,partition", "--param", "partition=isolate-holder", "--time-limit", "60s", "--store", store, "--quiet")
 	require.NotEmpty(t, st.NetID)
 	require.NotEmpty(t, netns.Links(st.NetID), "the clients' veths on the stack's bridge")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))

@@ -198,25 +198,7 @@ func TestCleanupAfterKill9(t *testing.T) {
 			stateDir := t.TempDir()
 			env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
 			args := append([]string{"run", "--time-limit", "60s", "--ttl", "2s", "--store", store}, tc.args...)
-			cmd := exec.Command(bin, args...)
-			cmd.Env = append(os.Environ(), env...)
-			require.NoError(t, cmd.Start())
-			hist := filepath.Join(store, "latest", "history.jsonl")
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				b, _ := os.ReadFile(hist)
-				if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "no fault within 30s")
-				time.Sleep(50 * time.Millisecond)
-			}
-			states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
-			require.Len(t, states, 1)
-			var st runstate.State
-			b, err := os.ReadFile(states[0])
-			require.NoError(t, err)
-			require.NoError(t, json.Unmarshal(b, &st))
+			cmd, st := startUntilFault(t, env, store, stateDir, 30*time.Second, args...)
 			require.NotEmpty(t, st.Procs)
 
 			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
@@ -234,7 +216,7 @@ func TestCleanupAfterKill9(t *testing.T) {
 			if st.NetID != "" {
 				require.Empty(t, netns.Names(st.NetID), "namespaces left")
 			}
-			states, _ = filepath.Glob(filepath.Join(stateDir, "*.json"))
+			states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
 			require.Empty(t, states)
 			r = run(t, env, "cleanup")
 			require.Contains(t, r.stdout, "nothing to clean up")
@@ -277,4 +259,35 @@ func alive(pid int) bool {
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// startUntilFault starts `locktest ARGS` with env, which must record its
+// run in stateDir and its history under store, and returns once a fault
+// is in effect (started, not yet healed), with the run's state record.
+func startUntilFault(t *testing.T, env []string, store, stateDir string, limit time.Duration, args ...string) (*exec.Cmd, runstate.State) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	require.NoError(t, cmd.Start())
+	hist := filepath.Join(store, "latest", "history.jsonl")
+	deadline := time.Now().Add(limit)
+	for {
+		b, _ := os.ReadFile(hist)
+		if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("no fault within %s", limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
+	require.Len(t, states, 1)
+	var st runstate.State
+	b, err := os.ReadFile(states[0])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &st))
+	return cmd, st
 }
