@@ -289,3 +289,20 @@ func isRedis(pid int) bool {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
 	return strings.HasPrefix(string(b), "redis")
 }
+
+// A fault that cannot matter with the default sizing gets one that lets
+// it: Sentinel's failover everywhere, MariaDB's on containers only (it
+// promotes within milliseconds on the local backend).
+func TestFaultSizing(t *testing.T) {
+	sz, ok := FaultSizing("local", "redis-sentinel", []string{"failover"})
+	require.True(t, ok)
+	require.Greater(t, sz.Hold.Min, 2300*time.Millisecond, "holds outlive the promotion")
+	require.Greater(t, sz.TTL, sz.Hold.Max, "the lease outlives the holds")
+	_, ok = FaultSizing("local", "mysql-replicated", []string{"failover"})
+	require.False(t, ok)
+	sz, ok = FaultSizing("docker", "mysql-replicated", []string{"failover"})
+	require.True(t, ok)
+	require.Greater(t, sz.TTL, sz.Hold.Max)
+	_, ok = FaultSizing("local", "redis-sentinel", []string{"pause"})
+	require.False(t, ok)
+}

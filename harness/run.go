@@ -251,8 +251,9 @@ type Sizing struct {
 	Why       string
 }
 
-// FaultSizing returns the sizing a fault needs on a topology when the
-// defaults cannot let it matter; ok false when they do.
+// FaultSizing returns the sizing a fault needs on a topology (of the
+// backend cluster: local, docker, compose) when the defaults cannot let it
+// matter; ok false when they do.
 //
 // A Sentinel failover gives the lock away only if the replica is promoted
 // while the holder still holds a live lease: Sentinel notices the dead
@@ -260,11 +261,24 @@ type Sizing struct {
 // 2.3 s after the kill, so a 2 s lease and holds under 0.5 s have always
 // run out by then (the run would be inconclusive, see checker's struck).
 // The fault waits for a grant on the master alone first (a few seconds).
-func FaultSizing(topology string, nemeses []string) (Sizing, bool) {
-	if topology == "redis-sentinel" && slices.Contains(nemeses, "failover") {
+//
+// A MariaDB failover on containers promotes the replica 0.25-0.3 s after
+// the kill (locally a few milliseconds): holds of 50-500 ms are over by
+// then.
+func FaultSizing(cluster, topology string, nemeses []string) (Sizing, bool) {
+	if !slices.Contains(nemeses, "failover") {
+		return Sizing{}, false
+	}
+	switch {
+	case topology == "redis-sentinel":
 		return Sizing{
 			TTL: 6 * time.Second, Hold: workloads.Range{Min: 3 * time.Second, Max: 4 * time.Second}, TimeLimit: 12 * time.Second,
 			Why: "Sentinel promotes a replica about 2.3 s after the master fails: the lease and the holds outlive that",
+		}, true
+	case topology == "mysql-replicated" && cluster != "local" && cluster != "":
+		return Sizing{
+			TTL: 3 * time.Second, Hold: workloads.Range{Min: time.Second, Max: 1500 * time.Millisecond}, TimeLimit: 10 * time.Second,
+			Why: "on containers the replica is promoted 0.25-0.3 s after the primary is killed: the holds outlive that, the lease the holds",
 		}, true
 	}
 	return Sizing{}, false
@@ -397,7 +411,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	sized := ""
 	if o.SizeForFaults {
-		if sz, ok := FaultSizing(o.topologyOf(scheme), names); ok {
+		if sz, ok := FaultSizing(o.Cluster, o.topologyOf(scheme), names); ok {
 			ttl, hold, why := sz.TTL, sz.Hold, sz.Why
 			o.TTL, o.Hold = ttl, hold
 			sized = fmt.Sprintf("sized for %s on %s: --ttl %s --hold %s..%s (%s; set --ttl or --hold to choose)",
