@@ -32,6 +32,17 @@ func (Backend) Name() string { return "local" }
 
 // Start starts the topology in s.
 func (Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
+	// Servers change their working directory (redis-server --dir), so
+	// every path handed to them, the clock shim's offset file among them,
+	// must be absolute: with a relative store the shim found no file and
+	// a clock fault shifted nothing.
+	if s.Dir != "" {
+		abs, err := filepath.Abs(s.Dir)
+		if err != nil {
+			return nil, err
+		}
+		s.Dir = abs
+	}
 	for _, t := range Topologies {
 		if t.Name == s.Topology {
 			if m := clusters.Missing(s.Topology); len(m) > 0 {
