@@ -117,6 +117,14 @@ func (b *hb) faultAt(name, target string, start, end float64) {
 	}
 }
 
+// failedFault adds a fault that never took effect (its end says so).
+func (b *hb) failedFault(name, target string, start, end float64) {
+	b.fault++
+	c, _ := clientTarget(target)
+	b.add(start, history.Event{Type: history.FaultStart, Fault: name, FaultID: b.fault, Target: target, Client: c})
+	b.add(end, history.Event{Type: history.FaultEnd, Fault: name, FaultID: b.fault, Target: target, Client: c, Detail: "failed: the clock shim is not in effect"})
+}
+
 func (b *hb) clientLife(c int, start, end float64) {
 	b.add(start, history.Event{Type: history.ClientStart, Client: c, PID: 100 + c})
 	if end >= 0 {

@@ -320,8 +320,8 @@ func verdict(h *history.History, r *Result, holds []Hold, opts Options) (Verdict
 // lock.
 func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 	type tally struct {
-		faults, struck int
-		onClient       bool // aimed at one client
+		faults, struck, failed int
+		onClient               bool // aimed at one client
 	}
 	by := map[string]*tally{}
 	var byClient map[int][]Hold
@@ -336,6 +336,9 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 			by[f.Name] = t
 		}
 		t.faults++
+		if f.Failed {
+			t.failed++
+		}
 		_, t.onClient = faultClient(f)
 		if struck(h, f, holds, byClient, slack) {
 			t.struck++
@@ -356,6 +359,8 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		case t == nil:
 			why = append(why, fmt.Sprintf("nemesis %s never injected a fault", n))
 		case t.struck > 0:
+		case t.failed == t.faults:
+			why = append(why, fmt.Sprintf("every %s fault failed to take effect (see the fault table)", n))
 		case n == "failover" && len(promotions) == 0:
 			why = append(why, "no failover promoted a replica")
 		case n == "failover":
@@ -399,6 +404,9 @@ func faultClient(f history.Fault) (int, bool) {
 //     cannot give the lock away twice);
 //   - any other (server) fault, while some client held the lock.
 func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int][]Hold, slack int64) bool {
+	if f.Failed {
+		return false // it never took effect
+	}
 	if f.Name == "partition" && strings.HasPrefix(f.Detail, "lost-reply") {
 		// Aimed at the acquire its client was about to send: it matters
 		// when that acquire could have been granted.

@@ -65,6 +65,13 @@ func TestVerdict(t *testing.T) {
 		{name: "a failover promoted after the lease ran out", verdict: Inconclusive, why: "no failover promoted a replica while a client held the lock and its lease (TTL 0.10 s) live: the promotion came 0.15 s after the failure", build: func(b *hb) {
 			failoverCells(b, 152, 160, history.Fail)
 		}},
+		// A fault that never took effect (the clock shim was not in
+		// effect) proves nothing.
+		{name: "a fault that failed to take effect", verdict: Inconclusive, why: "every clock fault failed to take effect", build: func(b *hb) {
+			b.info.Nemeses = []string{"clock"}
+			b.failedFault("clock", "redis-1", 2, 3)
+			b.cycles(12, 0)
+		}},
 		{name: "too few acquires", verdict: Inconclusive, why: "only 4 successful acquires (at least 10 needed)", build: func(b *hb) {
 			b.cycles(4, 0)
 		}},

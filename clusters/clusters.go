@@ -110,6 +110,14 @@ type ClockShifter interface {
 	ShiftClock(offset time.Duration) error
 }
 
+// ClockReader is a node that tells its wall clock as its server sees it
+// (Redis TIME, MariaDB NOW()): a clock fault checks that its shift took
+// effect, so a shim that is not in effect fails the run instead of
+// leaving a fault that shifted nothing to pass for one that struck.
+type ClockReader interface {
+	ReadClock(ctx context.Context) (time.Time, error)
+}
+
 // FaketimeLib and MallocDebugLib make the clock shim: libfaketime reads its
 // offset from a file on every call, and glibc's debug malloc must come first
 // or Debian's redis-server (jemalloc) hangs at start-up under libfaketime.

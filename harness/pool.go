@@ -74,7 +74,14 @@ type pooled struct {
 }
 
 // NewPool returns a pool whose clusters live under dir.
-func NewPool(dir string) *Pool { return &Pool{dir: dir} }
+func NewPool(dir string) *Pool {
+	// Absolute: the servers' paths must not depend on their working
+	// directory (see Run).
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return &Pool{dir: dir}
+}
 
 // Stats returns what the pool has done so far.
 func (p *Pool) Stats() PoolStats {

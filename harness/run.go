@@ -451,7 +451,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	// Cluster.
 	t0 := time.Now()
 	var backend clusters.Backend = local.Backend{}
-	spec := clusters.Spec{Topology: o.topologyOf(scheme), Dir: dir, Tracker: tracker, Params: o.Params, ClockShim: needsClockShim(nemeses), RunID: runID}
+	// Servers run with other working directories: every path they get is
+	// absolute (a relative clock-shim file shifted nothing).
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	spec := clusters.Spec{Topology: o.topologyOf(scheme), Dir: absDir, Tracker: tracker, Params: o.Params, ClockShim: needsClockShim(nemeses), RunID: runID}
 	switch o.Cluster {
 	case "docker":
 		backend = docker.Backend{Images: o.Images}

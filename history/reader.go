@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strings"
 )
 
 // Never is the Return time of an operation that never completed or whose
@@ -62,6 +63,9 @@ type Fault struct {
 	Detail string
 	Start  int64
 	End    int64 // Never when it was never healed in the history
+	// Failed: the fault never took effect (its end says "failed: ..."):
+	// it struck nothing.
+	Failed bool
 }
 
 // Client is one client process's life.
@@ -188,8 +192,9 @@ func FromEvents(events []Event) (*History, error) {
 			faults[e.FaultID] = len(h.Faults)
 			h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Detail: e.Detail, Start: e.Time, End: Never})
 		case FaultEnd:
-			if i, ok := faults[e.FaultID]; ok {
+			if i, ok := faults[e.FaultID]; ok && h.Faults[i].End == Never {
 				h.Faults[i].End = e.Time
+				h.Faults[i].Failed = strings.HasPrefix(e.Detail, "failed")
 			}
 		case ClientStart:
 			clients[e.Client] = len(h.Clients)

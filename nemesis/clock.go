@@ -67,10 +67,11 @@ func (*clock) Run(ctx context.Context, env *Env) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	busy, closed := false, false
+	var fatal error // a shift that did not take effect: the run fails
 	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
 	env.Workload.OnAcquire(func(p *workloads.Process) {
 		mu.Lock()
-		if closed || busy || time.Now().Before(next) {
+		if closed || busy || fatal != nil || time.Now().Before(next) {
 			mu.Unlock()
 			return
 		}
@@ -113,18 +114,31 @@ func (*clock) Run(ctx context.Context, env *Env) error {
 		for _, n := range targets {
 			errs = append(errs, n.(clusters.ClockShifter).ShiftClock(jump))
 		}
-		if err := errors.Join(errs...); err != nil {
-			end("failed: " + err.Error())
-		}
+		shiftErr := errors.Join(errs...)
 		go func() {
 			defer wg.Done()
-			sleepCtx(ctx, d)
+			err := shiftErr
+			if err == nil {
+				err = checkShift(ctx, targets, jump)
+				if err != nil {
+					mu.Lock()
+					fatal = err
+					mu.Unlock()
+				}
+			}
+			detail := "clocks back to real time"
+			if err != nil {
+				// A fault that shifted nothing did not strike (the
+				// checker reads "failed").
+				detail = "failed: " + err.Error()
+			} else {
+				sleepCtx(ctx, d)
+			}
 			var errs []error
 			for _, n := range targets {
 				errs = append(errs, n.(clusters.ClockShifter).ShiftClock(0))
 			}
-			detail := "clocks back to real time"
-			if err := errors.Join(errs...); err != nil {
+			if err := errors.Join(errs...); err != nil && detail == "clocks back to real time" {
 				detail = "reset failed: " + err.Error()
 			}
 			end(detail)
@@ -139,7 +153,43 @@ func (*clock) Run(ctx context.Context, env *Env) error {
 	closed = true
 	mu.Unlock()
 	wg.Wait()
+	return fatal
+}
+
+// checkShift reads the clocks of the targets that can tell theirs and says
+// which did not move by about jump: the shim is not in effect there, and
+// the run must not pass such a fault for one that struck. A clock that
+// cannot be read (a partitioned server) is not held against the shift.
+func checkShift(ctx context.Context, targets []clusters.Node, jump time.Duration) error {
+	for _, n := range targets {
+		cr, ok := n.(clusters.ClockReader)
+		if !ok {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		t0 := time.Now()
+		now, err := cr.ReadClock(rctx)
+		t1 := time.Now()
+		cancel()
+		if err != nil {
+			continue
+		}
+		skew := now.Sub(t0.Add(t1.Sub(t0) / 2))
+		if off := skew - jump; off < -abs(jump)/2 || off > abs(jump)/2 {
+			return fmt.Errorf("%w: %s's clock is %s off real time after a jump of %s", ErrClockNotShifted, n.Name(), signed(skew.Round(time.Millisecond)), signed(jump))
+		}
+	}
 	return nil
+}
+
+// ErrClockNotShifted: a server's clock did not follow the clock shim.
+var ErrClockNotShifted = errors.New("the clock shim is not in effect")
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }
 
 // clockClient turns the holder's own clock back right after it acquires, so

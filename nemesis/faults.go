@@ -319,7 +319,11 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 		// The fault ends before the servers are free for another: a
 		// fault waiting its turn starts after this one ended.
 		if err := errors.Join(errs...); err != nil {
-			end("failed: " + err.Error())
+			if len(killed) > 0 {
+				end("struck, then failed: " + err.Error()) // some server did go down
+			} else {
+				end("failed: " + err.Error())
+			}
 			releaseAll()
 			return err
 		}

@@ -491,6 +491,18 @@ func (n *mysqlNode) ShiftClock(offset time.Duration) error {
 	return writeClockOffset(n.clockFile, offset)
 }
 
+// ReadClock asks the server for its wall clock (NOW(6)).
+func (n *mysqlNode) ReadClock(ctx context.Context) (time.Time, error) {
+	if n.admin == nil {
+		return time.Time{}, fmt.Errorf("%s is not running", n.name)
+	}
+	var us int64
+	if err := n.admin.QueryRowContext(ctx, "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)").Scan(&us); err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMicro(us), nil
+}
+
 // shimEnv is the environment that starts a server under the clock shim
 // with its offset in file: libfaketime behind glibc's debug malloc (see
 // clusters.FaketimeLib), re-reading the file at every call, monotonic

@@ -371,14 +371,52 @@ func (n *redisNode) launch(ctx context.Context, port int) error {
 
 // ping sends an inline PING and waits for +PONG, from inside the node's
 // namespace when it has one.
-func (n *redisNode) ping(addr string) error {
-	var c net.Conn
-	var err error
+// dial connects to the server from its own namespace (if any).
+func (n *redisNode) dial(addr string) (net.Conn, error) {
 	if n.host != nil {
-		c, err = n.host.Dial(addr, 200*time.Millisecond)
-	} else {
-		c, err = net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		return n.host.Dial(addr, 200*time.Millisecond)
 	}
+	return net.DialTimeout("tcp", addr, 200*time.Millisecond)
+}
+
+// ReadClock asks the server for its wall clock (TIME).
+func (n *redisNode) ReadClock(ctx context.Context) (time.Time, error) {
+	n.mu.Lock()
+	addr := n.addr
+	n.mu.Unlock()
+	c, err := n.dial(addr)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer c.Close()
+	deadline := time.Now().Add(500 * time.Millisecond)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = c.SetDeadline(deadline)
+	if _, err := c.Write([]byte("TIME\r\n")); err != nil {
+		return time.Time{}, err
+	}
+	// *2 $n seconds $n microseconds
+	r := bufio.NewReader(c)
+	var lines []string
+	for len(lines) < 5 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return time.Time{}, err
+		}
+		lines = append(lines, strings.TrimRight(line, "\r\n"))
+	}
+	sec, err1 := strconv.ParseInt(lines[2], 10, 64)
+	usec, err2 := strconv.ParseInt(lines[4], 10, 64)
+	if lines[0] != "*2" || err1 != nil || err2 != nil {
+		return time.Time{}, fmt.Errorf("%s: unexpected TIME reply %q", n.name, lines)
+	}
+	return time.Unix(sec, usec*1000), nil
+}
+
+func (n *redisNode) ping(addr string) error {
+	c, err := n.dial(addr)
 	if err != nil {
 		return err
 	}
