@@ -5,10 +5,13 @@
 package clusters
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,6 +119,30 @@ type ClockShifter interface {
 // leaving a fault that shifted nothing to pass for one that struck.
 type ClockReader interface {
 	ReadClock(ctx context.Context) (time.Time, error)
+}
+
+// RedisTime sends TIME on a connection to a Redis server (its deadline
+// set) and returns the server's wall clock.
+func RedisTime(c net.Conn) (time.Time, error) {
+	if _, err := c.Write([]byte("TIME\r\n")); err != nil {
+		return time.Time{}, err
+	}
+	// *2 $n seconds $n microseconds
+	r := bufio.NewReader(c)
+	var lines []string
+	for len(lines) < 5 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return time.Time{}, err
+		}
+		lines = append(lines, strings.TrimRight(line, "\r\n"))
+	}
+	sec, err1 := strconv.ParseInt(lines[2], 10, 64)
+	usec, err2 := strconv.ParseInt(lines[4], 10, 64)
+	if lines[0] != "*2" || err1 != nil || err2 != nil {
+		return time.Time{}, fmt.Errorf("unexpected TIME reply %q", lines)
+	}
+	return time.Unix(sec, usec*1000), nil
 }
 
 // FaketimeLib and MallocDebugLib make the clock shim: libfaketime reads its

@@ -139,6 +139,25 @@ func (n *node) ShiftClock(offset time.Duration) error {
 	return os.Rename(tmp, n.clock)
 }
 
+// ReadClock asks a Redis server for its wall clock (TIME); the other
+// servers cannot tell theirs.
+func (n *node) ReadClock(ctx context.Context) (time.Time, error) {
+	if n.role != roleRedis {
+		return time.Time{}, fmt.Errorf("%s cannot tell its clock", n.name)
+	}
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	c, err := d.DialContext(dctx, "tcp", n.Addr())
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer c.Close()
+	deadline, _ := dctx.Deadline()
+	_ = c.SetDeadline(deadline)
+	return clusters.RedisTime(c)
+}
+
 // create makes the container, on the run's network at its fixed address,
 // and writes its files into it.
 func (n *node) create(ctx context.Context) error {

@@ -394,25 +394,7 @@ func (n *redisNode) ReadClock(ctx context.Context) (time.Time, error) {
 		deadline = d
 	}
 	_ = c.SetDeadline(deadline)
-	if _, err := c.Write([]byte("TIME\r\n")); err != nil {
-		return time.Time{}, err
-	}
-	// *2 $n seconds $n microseconds
-	r := bufio.NewReader(c)
-	var lines []string
-	for len(lines) < 5 {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return time.Time{}, err
-		}
-		lines = append(lines, strings.TrimRight(line, "\r\n"))
-	}
-	sec, err1 := strconv.ParseInt(lines[2], 10, 64)
-	usec, err2 := strconv.ParseInt(lines[4], 10, 64)
-	if lines[0] != "*2" || err1 != nil || err2 != nil {
-		return time.Time{}, fmt.Errorf("%s: unexpected TIME reply %q", n.name, lines)
-	}
-	return time.Unix(sec, usec*1000), nil
+	return clusters.RedisTime(c)
 }
 
 func (n *redisNode) ping(addr string) error {
