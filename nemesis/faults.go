@@ -144,6 +144,7 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "pause-server")
 	nodes := env.Cluster.Nodes()
 	param := env.Params["pause-server"]
+	grants := grantSignal(env)
 	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
 		n, err := target(ctx, env, r, nodes, param)
 		if err != nil {
@@ -151,6 +152,13 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 				return nil // the run ended while an election was under way
 			}
 			return err
+		}
+		// Freeze right after a grant, the target found first (as kill):
+		// a server frozen while the lock is held is the case that tests
+		// the lock; one frozen while nobody held it proves nothing.
+		waitForGrant(ctx, env, grants, 2*env.TTL)
+		if ctx.Err() != nil {
+			return nil
 		}
 		d := scaled(r, env.TTL, 0.5, 2)
 		n, release := claimTurn(ctx, env, r, nodes, n, param)
