@@ -435,6 +435,7 @@ type sweep struct {
 	bufNoop        []lockState
 	bufReach       []lockState
 	reach          bool    // prune (read-write): dominance may place moves (reaches)
+	writerFits     bool    // expand (read-write): writerMayGo of the node explored
 	cur            *config // expand: the node explored
 	x              int32   // expand: the returning operation
 	node           config
@@ -694,6 +695,7 @@ func (s *sweep) expand(c *config, x int32) {
 			}
 		}
 		s.cur, s.x = d, x
+		s.writerFits = s.m.rw && s.writerMayGo(d)
 		s.apply(d, x, -1, true)
 		for _, y := range s.inflight {
 			if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
@@ -974,38 +976,59 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 // (s.x): readers joining and leaving commute with each other and with
 // every operation that does not need them, so only the moves x may need
 // go first (just in time), and the others no earlier than the return that
-// needs them. With a lease, when a writer may take over expired readers
-// before x, every move may be needed. Otherwise a join is needed by a
-// failed acquire (which needs a holder), by x of the same client (its
-// release, a nested acquire), by a running release of its own client, or,
-// for a running one, by a writer (x or one before it) that would keep it
-// out until it returns when it can also leave before (lease, or a lost
-// release of its client); a
-// leave by x of the same client, when its successful release must come
-// before the reader's lease surely runs out, and to make way for a writer
-// (x, or one that may take the lock before x): then every reader must
-// leave, and the leaves commute, so they are tried in the order of the
-// readers.
+// needs them. A writer may take the lock before x only when every reader
+// may have expired (lease) or can leave first (writerMayGo); otherwise no
+// move has to make way for one. With a lease, when a writer may take over
+// expired readers before x, every move may be needed. Otherwise a join is
+// needed by a failed acquire when nobody holds the lock, by x of the same
+// client (its release, a nested acquire), by a running release of its own
+// client, or, for a running one, by a writer (x or one before it) that
+// would keep it out until it returns when it can also leave before (lease,
+// or a lost release of its client); a lost reader's join (not reentrant)
+// only by such a failed acquire and a release that may free it; a leave by
+// x of the same client, when its successful release must come before the
+// reader's lease surely runs out, and to make way for a writer (x, or one
+// that may take the lock before x): then every reader must leave, and the
+// leaves commute, so they are tried in the order of the readers.
 func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	if d.s.client != 0 {
 		return false // a writer holds: the move is not a reader's
 	}
 	x := &s.ops[s.x]
-	if x.client == y.client || (y.kind == linAcquire && !y.shared) {
+	if y.kind == linAcquire && !y.shared {
 		return false
 	}
-	writerOK := x.kind == linAcquire && !x.shared && x.out == outOK
+	if y.ret == history.Never && y.kind == linAcquire && !s.m.reentrant {
+		// A lost reader joining before a writer takes over is gone with
+		// it, as if it never joined (which it may not), and it changes
+		// nothing else but for a failed acquire when nobody holds the
+		// lock, and a release of its client that may free it (or, on a
+		// reentrant lock, a reader of its client nesting on it, with its
+		// earlier lease).
+		return !(x.out == outHeld && !d.s.held()) && !s.mayFree(d, y)
+	}
+	if x.client == y.client {
+		return false
+	}
+	// No writer can take the lock before x while a reader stays that
+	// neither may have expired nor can leave first: then no move needs
+	// to make way for one.
+	writerOK := s.writerFits && x.kind == linAcquire && !x.shared && x.out == outOK
 	// With a lease, a writer may take over expired readers: whether a
 	// reader joined or left before that matters.
-	takeover := s.m.lease && s.mayExpire(d.s, y) && (writerOK || s.writerOf(d, -1))
+	takeover := s.m.lease && s.writerFits && s.mayExpire(d.s, y) && (writerOK || s.writerOf(d, -1))
 	if y.kind == linAcquire {
+		// A failed acquire needs a holder only when nobody holds the lock
+		// (readers joining then would not change where it can go: their
+		// leases do not depend on their points).
+		needHolder := x.out == outHeld && !d.s.held()
 		// A running reader may have to join before a writer that would
 		// keep it out until it returns, when it can also leave first (a
 		// lost release of its client, or a lease).
 		if y.ret != history.Never && s.joinBeforeWriter(d, x, writerOK, y) {
 			return false
 		}
-		return !(takeover || x.out == outHeld || s.releasing(d, y.client))
+		return !(takeover || needHolder || s.releasing(d, y.client))
 	}
 	// A release: of a reader of its client, or a no-op.
 	if s.m.lease && !s.m.renews && y.out == outOK {
@@ -1018,11 +1041,39 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	if takeover {
 		return false
 	}
-	if writerOK || s.writerOf(d, x.client) || (s.m.lease && s.writerOf(d, -1)) {
+	if s.writerFits && (writerOK || s.writerOf(d, x.client) || (s.m.lease && s.writerOf(d, -1))) {
 		// To make way for a writer, every reader must leave: in the order
 		// of the readers (leaves commute), the first one first.
 		rs := s.m.readersOf(d.s)
 		return len(rs) > 0 && rs[0].client != y.client
+	}
+	return true
+}
+
+// writerMayGo reports (read-write locks) whether a writer may take d's
+// lock before the operation returning now (s.x): every reader of d may
+// have expired by now (lease: a writer takes over expired readers) or can
+// leave first, by a running release of its client not placed yet (other
+// than x, which comes last) or a lost one left. A writer holding d's lock
+// is not a reader's business (rwDeferrable tries every move then).
+func (s *sweep) writerMayGo(d *config) bool {
+	e := s.m.life()
+	prev, ok := int32(0), false
+	for _, r := range s.m.readersOf(d.s) {
+		if s.m.lease && satAdd(r.acqCall, e) <= s.t {
+			continue
+		}
+		if r.client != prev {
+			prev, ok = r.client, s.lostRelease(d, r.client)
+			for _, y := range s.inflight {
+				if op := &s.ops[y]; !ok && y != s.x && op.client == r.client && op.kind == linRelease && d.hasLin(y) < 0 {
+					ok = true
+				}
+			}
+		}
+		if !ok {
+			return false
+		}
 	}
 	return true
 }
@@ -1049,7 +1100,7 @@ func (s *sweep) mayExpire(st lockState, y *lockOp) bool {
 // (a lost release of its client, or its own lease may have expired).
 func (s *sweep) joinBeforeWriter(d *config, x *lockOp, writerOK bool, y *lockOp) bool {
 	e := s.m.life()
-	if !s.lostRelease(d, y.client) && !(s.m.lease && satAdd(y.call, e) <= s.t) {
+	if !s.writerFits || !s.lostRelease(d, y.client) && !(s.m.lease && satAdd(y.call, e) <= s.t) {
 		return false
 	}
 	blocks := func(w *lockOp) bool { return !s.m.lease || satAdd(w.call, e) > y.ret }
@@ -1074,6 +1125,29 @@ func (s *sweep) joinBeforeWriter(d *config, x *lockOp, writerOK bool, y *lockOp)
 func (s *sweep) lostRelease(d *config, client int32) bool {
 	for _, id := range s.irPools[client] {
 		if s.avail(d, id) < int32(len(s.pools[id].ops)) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayFree reports whether the reader that lost read acquire y would add
+// may be freed by the returning operation or a running release not placed
+// in d.
+func (s *sweep) mayFree(d *config, y *lockOp) bool {
+	owner := y.owner
+	if owner == 0 {
+		owner = ownerFresh // (not reentrant: see readAcquire)
+	}
+	frees := func(k int32) bool {
+		op := &s.ops[k]
+		return op.kind == linRelease && s.m.ownsHold(y.client, owner, op)
+	}
+	if frees(s.x) {
+		return true
+	}
+	for _, k := range s.inflight {
+		if frees(k) && d.hasLin(k) < 0 {
 			return true
 		}
 	}
