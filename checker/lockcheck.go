@@ -434,11 +434,18 @@ type sweep struct {
 	deferDone      []bool
 	bufNoop        []lockState
 	bufReach       []lockState
-	reach          bool    // prune (read-write): dominance may place moves (reaches)
-	writerFits     bool    // expand (read-write): writerMayGo of the node explored
-	cur            *config // expand: the node explored
-	x              int32   // expand: the returning operation
-	node           config
+	reach          bool // prune (read-write): dominance may place moves (reaches)
+	writerFits     bool // expand (read-write): writerMayGo of the node explored
+	// read-write: the size of the reader sets' table that makes ret
+	// compact it, and the least it is set to (tests lower it).
+	compactAt, minCompact int
+	relOpen               []bool // expand (read-write): by client, a running release not placed in the node
+	// expand (read-write): anyWriter and xWriter of the node explored (0:
+	// not computed yet, 1 false, 2 true).
+	writerAny, writerX int8
+	cur                *config // expand: the node explored
+	x                  int32   // expand: the returning operation
+	node               config
 
 	// capacity, when not 0, makes dominance approximate: pools with at
 	// least capacity operations left compare as equal. A configuration
@@ -472,12 +479,18 @@ type sweep struct {
 }
 
 func newSweep(m lockModel, bound int) *sweep {
+	if m.rw {
+		// Its own reader sets, which it compacts (compactSets).
+		m.rs = newReaderSets()
+	}
 	s := &sweep{
-		m:       m,
-		bound:   bound,
-		iaPools: map[int32][]int32{},
-		irPools: map[int32][]int32{},
-		blocker: -1,
+		compactAt:  minCompact,
+		minCompact: minCompact,
+		m:          m,
+		bound:      bound,
+		iaPools:    map[int32][]int32{},
+		irPools:    map[int32][]int32{},
+		blocker:    -1,
 	}
 	s.frontier = []config{{tau: -history.Never, grant: -1, freed: -1}}
 	s.rets.ops = &s.ops
@@ -629,11 +642,15 @@ func (s *sweep) ret(i int32) {
 			continue
 		}
 		// An operation that changes nothing in c commutes with every
-		// move: place it and move on.
-		s.buf = s.m.stepInto(s.buf[:0], c.s, op, op.out)
-		if len(s.buf) == 1 && s.buf[0] == c.s {
-			s.next = append(s.next, *c)
-			continue
+		// move: place it and move on. (A successful one always changes a
+		// read-write lock: no need to build its states, and their reader
+		// sets, to see it.)
+		if !s.m.rw || op.out != outOK {
+			s.buf = s.m.stepInto(s.buf[:0], c.s, op, op.out)
+			if len(s.buf) == 1 && s.buf[0] == c.s {
+				s.next = append(s.next, *c)
+				continue
+			}
 		}
 		s.expand(c, i)
 		if s.stats.Exceeded {
@@ -653,6 +670,9 @@ func (s *sweep) ret(i int32) {
 		return
 	}
 	s.frontier, s.next = s.next, s.frontier
+	if s.m.rw && s.m.rs.size() > s.compactAt {
+		s.compactSets()
+	}
 	n := len(s.frontier)
 	s.stats.MaxFrontier = max(s.stats.MaxFrontier, n)
 	if n > 1 && !s.wide {
@@ -663,6 +683,23 @@ func (s *sweep) ret(i int32) {
 		s.exceed()
 	}
 }
+
+// compactSets drops the reader sets no open configuration uses (only the
+// frontier holds sets between returns), and sets when to do it again: once
+// the table has grown four times as large, so that it costs O(1) per set
+// interned.
+func (s *sweep) compactSets() {
+	ids := make([]*int32, len(s.frontier))
+	for k := range s.frontier {
+		ids[k] = &s.frontier[k].s.readers
+	}
+	s.m.rs.compact(ids)
+	s.compactAt = max(s.minCompact, 4*s.m.rs.size())
+}
+
+// minCompact is the fewest reader sets a sweep's table holds before it is
+// compacted.
+const minCompact = 1 << 14
 
 func (s *sweep) exceed() {
 	s.stats.Exceeded = true
@@ -695,7 +732,11 @@ func (s *sweep) expand(c *config, x int32) {
 			}
 		}
 		s.cur, s.x = d, x
-		s.writerFits = s.m.rw && s.writerMayGo(d)
+		if s.m.rw {
+			s.openReleases(d)
+			s.writerFits = s.writerMayGo(d)
+			s.writerAny, s.writerX = 0, 0
+		}
 		s.apply(d, x, -1, true)
 		for _, y := range s.inflight {
 			if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
@@ -1016,7 +1057,7 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	writerOK := s.writerFits && x.kind == linAcquire && !x.shared && x.out == outOK
 	// With a lease, a writer may take over expired readers: whether a
 	// reader joined or left before that matters.
-	takeover := s.m.lease && s.writerFits && s.mayExpire(d.s, y) && (writerOK || s.writerOf(d, -1))
+	takeover := s.m.lease && s.writerFits && s.mayExpire(d.s, y) && (writerOK || s.anyWriter(d))
 	if y.kind == linAcquire {
 		// A failed acquire needs a holder only when nobody holds the lock
 		// (readers joining then would not change where it can go: their
@@ -1028,7 +1069,7 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 		if y.ret != history.Never && s.joinBeforeWriter(d, x, writerOK, y) {
 			return false
 		}
-		return !(takeover || needHolder || s.releasing(d, y.client))
+		return !(takeover || needHolder || s.releasing(y.client))
 	}
 	// A release: of a reader of its client, or a no-op.
 	if s.m.lease && !s.m.renews && y.out == outOK {
@@ -1041,7 +1082,7 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	if takeover {
 		return false
 	}
-	if s.writerFits && (writerOK || s.writerOf(d, x.client) || (s.m.lease && s.writerOf(d, -1))) {
+	if s.writerFits && (writerOK || s.xWriter(d) || (s.m.lease && s.anyWriter(d))) {
 		// To make way for a writer, every reader must leave: in the order
 		// of the readers (leaves commute), the first one first.
 		rs := s.m.readersOf(d.s)
@@ -1064,12 +1105,7 @@ func (s *sweep) writerMayGo(d *config) bool {
 			continue
 		}
 		if r.client != prev {
-			prev, ok = r.client, s.lostRelease(d, r.client)
-			for _, y := range s.inflight {
-				if op := &s.ops[y]; !ok && y != s.x && op.client == r.client && op.kind == linRelease && d.hasLin(y) < 0 {
-					ok = true
-				}
-			}
+			prev, ok = r.client, s.releasing(r.client) || s.lostRelease(d, r.client)
 		}
 		if !ok {
 			return false
@@ -1155,14 +1191,47 @@ func (s *sweep) mayFree(d *config, y *lockOp) bool {
 }
 
 // releasing reports whether client has a running release not placed in
-// d: a reader joining may be what it releases.
-func (s *sweep) releasing(d *config, client int32) bool {
+// the node explored, other than the returning operation: a reader joining
+// may be what it releases.
+func (s *sweep) releasing(client int32) bool {
+	return int(client) < len(s.relOpen) && s.relOpen[client]
+}
+
+// openReleases notes (relOpen) the clients with a running release not
+// placed in d, the node explored, other than the returning operation.
+func (s *sweep) openReleases(d *config) {
+	clear(s.relOpen)
 	for _, y := range s.inflight {
-		if op := &s.ops[y]; op.client == client && op.kind == linRelease && d.hasLin(y) < 0 {
-			return true
+		if op := &s.ops[y]; op.kind == linRelease && y != s.x && d.hasLin(y) < 0 {
+			if int(op.client) >= len(s.relOpen) {
+				s.relOpen = append(s.relOpen, make([]bool, int(op.client)+1-len(s.relOpen))...)
+			}
+			s.relOpen[op.client] = true
 		}
 	}
-	return false
+}
+
+// anyWriter is writerOf(d, -1) for d, the node explored (computed once).
+func (s *sweep) anyWriter(d *config) bool {
+	if s.writerAny == 0 {
+		s.writerAny = 1
+		if s.writerOf(d, -1) {
+			s.writerAny = 2
+		}
+	}
+	return s.writerAny == 2
+}
+
+// xWriter is writerOf(d, client of the returning operation) for d, the
+// node explored (computed once).
+func (s *sweep) xWriter(d *config) bool {
+	if s.writerX == 0 {
+		s.writerX = 1
+		if s.writerOf(d, s.ops[s.x].client) {
+			s.writerX = 2
+		}
+	}
+	return s.writerX == 2
 }
 
 // writerOf reports whether client (any client: -1) may take the write
