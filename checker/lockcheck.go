@@ -434,10 +434,18 @@ type sweep struct {
 	deferDone      []bool
 	bufNoop        []lockState
 	bufReach       []lockState
-	reach          bool    // prune (read-write): dominance may place moves (reaches)
-	cur            *config // expand: the node explored
-	x              int32   // expand: the returning operation
-	node           config
+	reach          bool // prune (read-write): dominance may place moves (reaches)
+	writerFits     bool // expand (read-write): writerMayGo of the node explored
+	// read-write: the size of the reader sets' table that makes ret
+	// compact it, and the least it is set to (tests lower it).
+	compactAt, minCompact int
+	relOpen               []bool // expand (read-write): by client, a running release not placed in the node
+	// expand (read-write): anyWriter and xWriter of the node explored (0:
+	// not computed yet, 1 false, 2 true).
+	writerAny, writerX int8
+	cur                *config // expand: the node explored
+	x                  int32   // expand: the returning operation
+	node               config
 
 	// capacity, when not 0, makes dominance approximate: pools with at
 	// least capacity operations left compare as equal. A configuration
@@ -471,12 +479,18 @@ type sweep struct {
 }
 
 func newSweep(m lockModel, bound int) *sweep {
+	if m.rw {
+		// Its own reader sets, which it compacts (compactSets).
+		m.rs = newReaderSets()
+	}
 	s := &sweep{
-		m:       m,
-		bound:   bound,
-		iaPools: map[int32][]int32{},
-		irPools: map[int32][]int32{},
-		blocker: -1,
+		compactAt:  minCompact,
+		minCompact: minCompact,
+		m:          m,
+		bound:      bound,
+		iaPools:    map[int32][]int32{},
+		irPools:    map[int32][]int32{},
+		blocker:    -1,
 	}
 	s.frontier = []config{{tau: -history.Never, grant: -1, freed: -1}}
 	s.rets.ops = &s.ops
@@ -628,11 +642,15 @@ func (s *sweep) ret(i int32) {
 			continue
 		}
 		// An operation that changes nothing in c commutes with every
-		// move: place it and move on.
-		s.buf = s.m.stepInto(s.buf[:0], c.s, op, op.out)
-		if len(s.buf) == 1 && s.buf[0] == c.s {
-			s.next = append(s.next, *c)
-			continue
+		// move: place it and move on. (A successful one always changes a
+		// read-write lock: no need to build its states, and their reader
+		// sets, to see it.)
+		if !s.m.rw || op.out != outOK {
+			s.buf = s.m.stepInto(s.buf[:0], c.s, op, op.out)
+			if len(s.buf) == 1 && s.buf[0] == c.s {
+				s.next = append(s.next, *c)
+				continue
+			}
 		}
 		s.expand(c, i)
 		if s.stats.Exceeded {
@@ -652,6 +670,9 @@ func (s *sweep) ret(i int32) {
 		return
 	}
 	s.frontier, s.next = s.next, s.frontier
+	if s.m.rw && s.m.rs.size() > s.compactAt {
+		s.compactSets()
+	}
 	n := len(s.frontier)
 	s.stats.MaxFrontier = max(s.stats.MaxFrontier, n)
 	if n > 1 && !s.wide {
@@ -662,6 +683,23 @@ func (s *sweep) ret(i int32) {
 		s.exceed()
 	}
 }
+
+// compactSets drops the reader sets no open configuration uses (only the
+// frontier holds sets between returns), and sets when to do it again: once
+// the table has grown four times as large, so that it costs O(1) per set
+// interned.
+func (s *sweep) compactSets() {
+	ids := make([]*int32, len(s.frontier))
+	for k := range s.frontier {
+		ids[k] = &s.frontier[k].s.readers
+	}
+	s.m.rs.compact(ids)
+	s.compactAt = max(s.minCompact, 4*s.m.rs.size())
+}
+
+// minCompact is the fewest reader sets a sweep's table holds before it is
+// compacted.
+const minCompact = 1 << 14
 
 func (s *sweep) exceed() {
 	s.stats.Exceeded = true
@@ -694,6 +732,11 @@ func (s *sweep) expand(c *config, x int32) {
 			}
 		}
 		s.cur, s.x = d, x
+		if s.m.rw {
+			s.openReleases(d)
+			s.writerFits = s.writerMayGo(d)
+			s.writerAny, s.writerX = 0, 0
+		}
 		s.apply(d, x, -1, true)
 		for _, y := range s.inflight {
 			if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
@@ -974,38 +1017,59 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 // (s.x): readers joining and leaving commute with each other and with
 // every operation that does not need them, so only the moves x may need
 // go first (just in time), and the others no earlier than the return that
-// needs them. With a lease, when a writer may take over expired readers
-// before x, every move may be needed. Otherwise a join is needed by a
-// failed acquire (which needs a holder), by x of the same client (its
-// release, a nested acquire), by a running release of its own client, or,
-// for a running one, by a writer (x or one before it) that would keep it
-// out until it returns when it can also leave before (lease, or a lost
-// release of its client); a
-// leave by x of the same client, when its successful release must come
-// before the reader's lease surely runs out, and to make way for a writer
-// (x, or one that may take the lock before x): then every reader must
-// leave, and the leaves commute, so they are tried in the order of the
-// readers.
+// needs them. A writer may take the lock before x only when every reader
+// may have expired (lease) or can leave first (writerMayGo); otherwise no
+// move has to make way for one. With a lease, when a writer may take over
+// expired readers before x, every move may be needed. Otherwise a join is
+// needed by a failed acquire when nobody holds the lock, by x of the same
+// client (its release, a nested acquire), by a running release of its own
+// client, or, for a running one, by a writer (x or one before it) that
+// would keep it out until it returns when it can also leave before (lease,
+// or a lost release of its client); a lost reader's join (not reentrant)
+// only by such a failed acquire and a release that may free it; a leave by
+// x of the same client, when its successful release must come before the
+// reader's lease surely runs out, and to make way for a writer (x, or one
+// that may take the lock before x): then every reader must leave, and the
+// leaves commute, so they are tried in the order of the readers.
 func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	if d.s.client != 0 {
 		return false // a writer holds: the move is not a reader's
 	}
 	x := &s.ops[s.x]
-	if x.client == y.client || (y.kind == linAcquire && !y.shared) {
+	if y.kind == linAcquire && !y.shared {
 		return false
 	}
-	writerOK := x.kind == linAcquire && !x.shared && x.out == outOK
+	if y.ret == history.Never && y.kind == linAcquire && !s.m.reentrant {
+		// A lost reader joining before a writer takes over is gone with
+		// it, as if it never joined (which it may not), and it changes
+		// nothing else but for a failed acquire when nobody holds the
+		// lock, and a release of its client that may free it (or, on a
+		// reentrant lock, a reader of its client nesting on it, with its
+		// earlier lease).
+		return !(x.out == outHeld && !d.s.held()) && !s.mayFree(d, y)
+	}
+	if x.client == y.client {
+		return false
+	}
+	// No writer can take the lock before x while a reader stays that
+	// neither may have expired nor can leave first: then no move needs
+	// to make way for one.
+	writerOK := s.writerFits && x.kind == linAcquire && !x.shared && x.out == outOK
 	// With a lease, a writer may take over expired readers: whether a
 	// reader joined or left before that matters.
-	takeover := s.m.lease && s.mayExpire(d.s, y) && (writerOK || s.writerOf(d, -1))
+	takeover := s.m.lease && s.writerFits && s.mayExpire(d.s, y) && (writerOK || s.anyWriter(d))
 	if y.kind == linAcquire {
+		// A failed acquire needs a holder only when nobody holds the lock
+		// (readers joining then would not change where it can go: their
+		// leases do not depend on their points).
+		needHolder := x.out == outHeld && !d.s.held()
 		// A running reader may have to join before a writer that would
 		// keep it out until it returns, when it can also leave first (a
 		// lost release of its client, or a lease).
 		if y.ret != history.Never && s.joinBeforeWriter(d, x, writerOK, y) {
 			return false
 		}
-		return !(takeover || x.out == outHeld || s.releasing(d, y.client))
+		return !(takeover || needHolder || s.releasing(y.client))
 	}
 	// A release: of a reader of its client, or a no-op.
 	if s.m.lease && !s.m.renews && y.out == outOK {
@@ -1018,11 +1082,34 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	if takeover {
 		return false
 	}
-	if writerOK || s.writerOf(d, x.client) || (s.m.lease && s.writerOf(d, -1)) {
+	if s.writerFits && (writerOK || s.xWriter(d) || (s.m.lease && s.anyWriter(d))) {
 		// To make way for a writer, every reader must leave: in the order
 		// of the readers (leaves commute), the first one first.
 		rs := s.m.readersOf(d.s)
 		return len(rs) > 0 && rs[0].client != y.client
+	}
+	return true
+}
+
+// writerMayGo reports (read-write locks) whether a writer may take d's
+// lock before the operation returning now (s.x): every reader of d may
+// have expired by now (lease: a writer takes over expired readers) or can
+// leave first, by a running release of its client not placed yet (other
+// than x, which comes last) or a lost one left. A writer holding d's lock
+// is not a reader's business (rwDeferrable tries every move then).
+func (s *sweep) writerMayGo(d *config) bool {
+	e := s.m.life()
+	prev, ok := int32(0), false
+	for _, r := range s.m.readersOf(d.s) {
+		if s.m.lease && satAdd(r.acqCall, e) <= s.t {
+			continue
+		}
+		if r.client != prev {
+			prev, ok = r.client, s.releasing(r.client) || s.lostRelease(d, r.client)
+		}
+		if !ok {
+			return false
+		}
 	}
 	return true
 }
@@ -1049,7 +1136,7 @@ func (s *sweep) mayExpire(st lockState, y *lockOp) bool {
 // (a lost release of its client, or its own lease may have expired).
 func (s *sweep) joinBeforeWriter(d *config, x *lockOp, writerOK bool, y *lockOp) bool {
 	e := s.m.life()
-	if !s.lostRelease(d, y.client) && !(s.m.lease && satAdd(y.call, e) <= s.t) {
+	if !s.writerFits || !s.lostRelease(d, y.client) && !(s.m.lease && satAdd(y.call, e) <= s.t) {
 		return false
 	}
 	blocks := func(w *lockOp) bool { return !s.m.lease || satAdd(w.call, e) > y.ret }
@@ -1080,15 +1167,71 @@ func (s *sweep) lostRelease(d *config, client int32) bool {
 	return false
 }
 
-// releasing reports whether client has a running release not placed in
-// d: a reader joining may be what it releases.
-func (s *sweep) releasing(d *config, client int32) bool {
-	for _, y := range s.inflight {
-		if op := &s.ops[y]; op.client == client && op.kind == linRelease && d.hasLin(y) < 0 {
+// mayFree reports whether the reader that lost read acquire y would add
+// may be freed by the returning operation or a running release not placed
+// in d.
+func (s *sweep) mayFree(d *config, y *lockOp) bool {
+	owner := y.owner
+	if owner == 0 {
+		owner = ownerFresh // (not reentrant: see readAcquire)
+	}
+	frees := func(k int32) bool {
+		op := &s.ops[k]
+		return op.kind == linRelease && s.m.ownsHold(y.client, owner, op)
+	}
+	if frees(s.x) {
+		return true
+	}
+	for _, k := range s.inflight {
+		if frees(k) && d.hasLin(k) < 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// releasing reports whether client has a running release not placed in
+// the node explored, other than the returning operation: a reader joining
+// may be what it releases.
+func (s *sweep) releasing(client int32) bool {
+	return int(client) < len(s.relOpen) && s.relOpen[client]
+}
+
+// openReleases notes (relOpen) the clients with a running release not
+// placed in d, the node explored, other than the returning operation.
+func (s *sweep) openReleases(d *config) {
+	clear(s.relOpen)
+	for _, y := range s.inflight {
+		if op := &s.ops[y]; op.kind == linRelease && y != s.x && d.hasLin(y) < 0 {
+			if int(op.client) >= len(s.relOpen) {
+				s.relOpen = append(s.relOpen, make([]bool, int(op.client)+1-len(s.relOpen))...)
+			}
+			s.relOpen[op.client] = true
+		}
+	}
+}
+
+// anyWriter is writerOf(d, -1) for d, the node explored (computed once).
+func (s *sweep) anyWriter(d *config) bool {
+	if s.writerAny == 0 {
+		s.writerAny = 1
+		if s.writerOf(d, -1) {
+			s.writerAny = 2
+		}
+	}
+	return s.writerAny == 2
+}
+
+// xWriter is writerOf(d, client of the returning operation) for d, the
+// node explored (computed once).
+func (s *sweep) xWriter(d *config) bool {
+	if s.writerX == 0 {
+		s.writerX = 1
+		if s.writerOf(d, s.ops[s.x].client) {
+			s.writerX = 2
+		}
+	}
+	return s.writerX == 2
 }
 
 // writerOf reports whether client (any client: -1) may take the write

@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -85,15 +84,22 @@ type reader struct {
 // readerSets interns the sets of readers of a read-write lock: the states
 // of the engines name a set by its index (0: the empty set). The sets are
 // sorted and never change once interned. Safe for concurrent use.
+//
+// A set is found by a hash of its readers (no key to build: a step that
+// adds or removes one reader of fifty would otherwise copy them all into a
+// string and hash that), and compared reader by reader. A lock sweep owns
+// its table and compacts it (compact) to the sets it still uses, so that
+// memory follows the configurations open, not the length of the history.
 type readerSets struct {
-	mu   sync.Mutex
-	ids  map[string]int32
-	sets [][]reader
-	key  []byte
+	mu    sync.Mutex
+	sets  [][]reader
+	index map[uint64]int32 // hash -> the last set interned with it
+	next  []int32          // set -> the previous one with its hash (0: none)
+	hash  []uint64         // set -> its hash
 }
 
 func newReaderSets() *readerSets {
-	return &readerSets{ids: map[string]int32{"": 0}, sets: [][]reader{nil}}
+	return &readerSets{index: map[uint64]int32{}, sets: [][]reader{nil}, next: []int32{0}, hash: []uint64{0}}
 }
 
 // get returns set id (to read only).
@@ -106,42 +112,93 @@ func (t *readerSets) get(id int32) []reader {
 	return t.sets[id]
 }
 
+// size is the number of sets interned.
+func (t *readerSets) size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.sets)
+}
+
+func cmpReader(a, b reader) int {
+	switch {
+	case a.client != b.client:
+		return cmpInt64(int64(a.client), int64(b.client))
+	case a.owner != b.owner:
+		return cmpInt64(int64(a.owner), int64(b.owner))
+	case a.acqCall != b.acqCall:
+		return cmpInt64(a.acqCall, b.acqCall)
+	case a.acqRet != b.acqRet:
+		return cmpInt64(a.acqRet, b.acqRet)
+	}
+	return cmpInt64(int64(a.depth), int64(b.depth))
+}
+
+func hashReaders(rs []reader) uint64 {
+	h := uint64(len(rs))
+	mix := func(v uint64) {
+		h ^= v
+		h *= 0x9e3779b97f4a7c15
+		h ^= h >> 29
+	}
+	for _, r := range rs {
+		mix(uint64(uint32(r.client)) | uint64(uint32(r.owner))<<32)
+		mix(uint64(r.depth))
+		mix(uint64(r.acqCall))
+		mix(uint64(r.acqRet))
+	}
+	return h
+}
+
 // intern returns the id of the set of rs (which it may reorder).
 func (t *readerSets) intern(rs []reader) int32 {
 	if len(rs) == 0 {
 		return 0
 	}
-	slices.SortFunc(rs, func(a, b reader) int {
-		switch {
-		case a.client != b.client:
-			return cmpInt64(int64(a.client), int64(b.client))
-		case a.owner != b.owner:
-			return cmpInt64(int64(a.owner), int64(b.owner))
-		case a.acqCall != b.acqCall:
-			return cmpInt64(a.acqCall, b.acqCall)
-		case a.acqRet != b.acqRet:
-			return cmpInt64(a.acqRet, b.acqRet)
-		}
-		return cmpInt64(int64(a.depth), int64(b.depth))
-	})
+	if !slices.IsSortedFunc(rs, cmpReader) {
+		slices.SortFunc(rs, cmpReader)
+	}
+	h := hashReaders(rs)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	k := t.key[:0]
-	for _, r := range rs {
-		k = binary.LittleEndian.AppendUint32(k, uint32(r.client))
-		k = binary.LittleEndian.AppendUint32(k, uint32(r.owner))
-		k = binary.LittleEndian.AppendUint32(k, uint32(r.depth))
-		k = binary.LittleEndian.AppendUint64(k, uint64(r.acqCall))
-		k = binary.LittleEndian.AppendUint64(k, uint64(r.acqRet))
+	first := t.index[h]
+	for id := first; id != 0; id = t.next[id] {
+		if slices.Equal(t.sets[id], rs) {
+			return id
+		}
 	}
-	t.key = k
-	if id, ok := t.ids[string(k)]; ok {
-		return id
-	}
+	return t.add(slices.Clone(rs), h, first)
+}
+
+func (t *readerSets) add(rs []reader, h uint64, prev int32) int32 {
 	id := int32(len(t.sets))
-	t.ids[string(k)] = id
-	t.sets = append(t.sets, slices.Clone(rs))
+	t.sets = append(t.sets, rs)
+	t.next = append(t.next, prev)
+	t.hash = append(t.hash, h)
+	t.index[h] = id
 	return id
+}
+
+// compact keeps only the sets *ids name, renumbering them (in place): every
+// other id becomes invalid. Only the owner of the table may call it.
+func (t *readerSets) compact(ids []*int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	sets, hash := t.sets, t.hash
+	t.sets, t.next, t.hash = t.sets[:1:1], []int32{0}, []uint64{0}
+	t.index = make(map[uint64]int32, len(ids))
+	renum := make(map[int32]int32, len(ids))
+	for _, p := range ids {
+		if *p == 0 {
+			continue
+		}
+		id, ok := renum[*p]
+		if !ok {
+			h := hash[*p]
+			id = t.add(sets[*p], h, t.index[h])
+			renum[*p] = id
+		}
+		*p = id
+	}
 }
 
 // ownerFresh is the owner of a lock taken by an indeterminate acquire that
@@ -497,7 +554,10 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 	if m.lease {
 		r.acqCall, r.acqRet = in.call, in.ret
 	}
-	next := append(slices.Clone(rs), r)
+	// In order (intern sorts, but finds a sorted set faster).
+	k, _ := slices.BinarySearchFunc(rs, r, cmpReader)
+	next := make([]reader, 0, len(rs)+1)
+	next = append(append(append(next, rs[:k]...), r), rs[k:]...)
 	return append(dst, m.withReaders(base, next, take))
 }
 

@@ -1,11 +1,13 @@
 package checker
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/histgen"
 )
 
 // acqMode adds a successful acquire in mode.
@@ -83,4 +85,38 @@ func TestSessionCause(t *testing.T) {
 	}
 	require.Equal(t, CauseSessionExpired, SessionCause(h, byOwner["a"], byOwner["b"]))
 	require.Equal(t, CauseSessionAlive, SessionCause(h, byOwner["a"], byOwner["c"]))
+}
+
+// The reader sets a sweep interns are compacted to those its open
+// configurations use: compacting after (nearly) every return changes
+// nothing in what the sweep does.
+func TestReaderSetsCompaction(t *testing.T) {
+	compacted := 0
+	for seed := range uint64(12) {
+		cfg := histgen.Config{Seed: seed, Clients: 3 + int(seed%3)*10, Ops: 3000, ReadWrite: true,
+			Lease: seed%2 == 0, Indeterminate: 0.02 * float64(seed%3), Reentrant: seed%4 == 3}
+		if seed%3 == 1 {
+			cfg.DoubleHolders, cfg.ReadersUnderWriter = 1, 1
+		}
+		h, err := histgen.Generate(cfg).History()
+		require.NoError(t, err)
+		ops, _, m := prepareLock(h, int64(DefaultOptions().Slack))
+		run := func(minCompact int) *sweep {
+			s := newSweep(m, DefaultOptions().SearchBound)
+			s.compactAt, s.minCompact = minCompact, minCompact
+			s.runAll(slices.Clone(ops))
+			return s
+		}
+		a, b := run(minCompact), run(1)
+		if a.m.rs.size() > 256 {
+			compacted++
+			require.Less(t, b.m.rs.size(), a.m.rs.size(), "seed %d: the table was not compacted", seed)
+		}
+		b.compactSets()
+		require.LessOrEqual(t, b.m.rs.size(), len(b.frontier)+1, "seed %d", seed)
+		require.Equal(t, a.failed, b.failed, "seed %d", seed)
+		require.Equal(t, a.blocker, b.blocker, "seed %d", seed)
+		require.Equal(t, a.stats, b.stats, "seed %d", seed)
+	}
+	require.Greater(t, compacted, 6)
 }
