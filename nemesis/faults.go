@@ -169,9 +169,11 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 		// Recorded as the pause is sent (docker pause takes a while).
 		end := fault(env, "pause-server", n.Name(), 0, fmt.Sprintf("%s for %s", how[0], d.Round(time.Millisecond)))
 		if err := n.Pause(); err != nil {
+			// Nothing froze: the history says so (the fault struck
+			// nothing) and the run goes on.
 			end("failed: " + err.Error())
 			release()
-			return err
+			continue
 		}
 		sleepCtx(ctx, d)
 		err = n.Resume()

@@ -357,7 +357,17 @@ func ping(addr string) error {
 func (n *node) Pause() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := n.c.cli.ContainerPause(ctx, n.id); err != nil {
+	var err error
+	// The cgroup freezer gives up when a task does not freeze in time
+	// ("unable to freeze", seen on a loaded 2-core machine) and thaws
+	// the cgroup again: a second try usually succeeds.
+	for try := 0; try < 3; try++ {
+		if err = n.c.cli.ContainerPause(ctx, n.id); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
 		return fmt.Errorf("pause %s: %w", n.name, err)
 	}
 	return nil

@@ -53,6 +53,20 @@ func reach(from, to *Host) error {
 	return err
 }
 
+// requireReach asserts that from reaches to, trying for up to 3 s: a host
+// just added may not pass packets yet on a loaded machine (a first SYN
+// lost costs a 1 s retransmit, longer than reach waits).
+func requireReach(t *testing.T, from, to *Host, msg ...any) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		if err = reach(from, to); err == nil {
+			return
+		}
+	}
+	require.NoError(t, err, msg...)
+}
+
 func TestPartitionAndHeal(t *testing.T) {
 	needRoot(t)
 	id := fmt.Sprintf("%stest%d", Prefix, os.Getpid()%100000)
@@ -72,25 +86,25 @@ func TestPartitionAndHeal(t *testing.T) {
 	listen(t, a)
 	listen(t, b)
 
-	require.NoError(t, reach(b, a))
-	require.NoError(t, reach(c, a))
+	requireReach(t, b, a)
+	requireReach(t, c, a)
 
 	ctx := context.Background()
 	start := time.Now()
 	require.NoError(t, n.Block(ctx, [][2]*Host{{a, c}}))
 	t.Logf("block applied in %s", time.Since(start))
 	require.Error(t, reach(c, a), "c is cut from a")
-	require.NoError(t, reach(b, a), "b still reaches a")
-	require.NoError(t, reach(c, b), "c still reaches b")
+	requireReach(t, b, a, "b still reaches a")
+	requireReach(t, c, b, "c still reaches b")
 
 	require.NoError(t, n.Heal(ctx))
-	require.NoError(t, reach(c, a), "healed")
+	requireReach(t, c, a, "healed")
 
 	// One way: what a sends to c is lost; c's packets still reach a.
 	require.NoError(t, n.BlockOneWay(ctx, a, c))
 	require.Error(t, reach(c, a), "a's answers never reach c")
 	require.NoError(t, n.Heal(ctx))
-	require.NoError(t, reach(c, a))
+	requireReach(t, c, a)
 
 	// Nothing was added to the root namespace (checked without sending
 	// anything: the root namespace's routes lead off this machine).
@@ -130,7 +144,7 @@ func TestRemoveHost(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, old.NS, next.NS)
 	require.NotEqual(t, old.IP, next.IP)
-	require.NoError(t, reach(next, srv))
+	requireReach(t, next, srv)
 }
 
 // Isolate cuts a host from every peer, hosts added later included, while
@@ -156,7 +170,7 @@ func TestIsolate(t *testing.T) {
 	require.NoError(t, n.Isolate(ctx, a))
 	require.Error(t, reach(b, a), "isolated: nothing comes in")
 	require.Error(t, reach(a, b), "isolated: nothing goes out")
-	require.NoError(t, reach(a, a), "a still reaches its own address")
+	requireReach(t, a, a, "a still reaches its own address")
 	later, err := n.AddHost("later")
 	require.NoError(t, err)
 	require.Error(t, reach(later, a), "a host added after the isolation is cut too")
@@ -167,13 +181,13 @@ func TestIsolate(t *testing.T) {
 	require.NoError(t, n.Block(ctx, [][2]*Host{{b, c}}))
 	require.NoError(t, n.Heal(ctx))
 	require.Error(t, reach(b, a), "Heal leaves the isolation")
-	require.NoError(t, reach(b, c), "and heals the blocks")
+	requireReach(t, b, c, "and heals the blocks")
 
 	require.NoError(t, n.Block(ctx, [][2]*Host{{a, c}}))
 	require.NoError(t, n.Unisolate(ctx, a))
-	require.NoError(t, reach(b, a), "unisolated")
-	require.NoError(t, reach(a, b))
+	requireReach(t, b, a, "unisolated")
+	requireReach(t, a, b)
 	require.Error(t, reach(c, a), "the block between a and c stays")
 	require.NoError(t, n.Heal(ctx))
-	require.NoError(t, reach(c, a))
+	requireReach(t, c, a)
 }
