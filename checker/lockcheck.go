@@ -1029,8 +1029,10 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 // only by such a failed acquire and a release that may free it; a leave by
 // x of the same client, when its successful release must come before the
 // reader's lease surely runs out, and to make way for a writer (x, or one
-// that may take the lock before x): then every reader must leave, and the
-// leaves commute, so they are tried in the order of the readers.
+// that may take the lock before x: of x's client, any with a lease, and any
+// when x is a reader joining, who would keep it out): then every reader
+// must leave, and the leaves commute, so they are tried in the order of
+// the readers.
 func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	if d.s.client != 0 {
 		return false // a writer holds: the move is not a reader's
@@ -1082,7 +1084,10 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	if takeover {
 		return false
 	}
-	if s.writerFits && (writerOK || s.xWriter(d) || (s.m.lease && s.anyWriter(d))) {
+	// x, a reader joining, keeps out every writer after it (without a
+	// lease, until its client releases): one may have to go first.
+	readerOK := x.kind == linAcquire && x.shared && x.out == outOK
+	if s.writerFits && (writerOK || s.xWriter(d) || ((s.m.lease || readerOK) && s.anyWriter(d))) {
 		// To make way for a writer, every reader must leave: in the order
 		// of the readers (leaves commute), the first one first.
 		rs := s.m.readersOf(d.s)
