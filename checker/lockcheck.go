@@ -443,9 +443,14 @@ type sweep struct {
 	// expand (read-write): anyWriter and xWriter of the node explored (0:
 	// not computed yet, 1 false, 2 true).
 	writerAny, writerX int8
-	cur                *config // expand: the node explored
-	x                  int32   // expand: the returning operation
-	node               config
+	// mayExpire: whether a reader of set expiredOf may have expired by
+	// expiredAt (the last asked).
+	expiredOf int32
+	expiredAt int64
+	expired   bool
+	cur       *config // expand: the node explored
+	x         int32   // expand: the returning operation
+	node      config
 
 	// capacity, when not 0, makes dominance approximate: pools with at
 	// least capacity operations left compare as equal. A configuration
@@ -989,10 +994,28 @@ func (s *sweep) poolMoves(d *config, x int32) {
 // a lease may have run out), and the lost releases of its holders.
 func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 	st := d.s
+	// Without building their states: held by readers, a lost writer needs
+	// every reader's lease to have possibly run out by now; a lost reader
+	// (not reentrant) joins only for a release of its client that may free
+	// it (rwDeferrable).
+	writers := st.client != 0 || (s.m.lease && s.m.expiryAll(st) <= s.t)
+	x := &s.ops[s.x]
 	for _, id := range s.iaIDs {
+		p := &s.pools[id]
+		if (!p.shared && !writers) ||
+			(p.shared && st.client == 0 && !s.m.reentrant && !s.releasing(p.client) && (x.kind != linRelease || x.client != p.client)) {
+			continue
+		}
 		tryIA(id)
 	}
+	// The lost releases of a client whose leave can wait (rwDeferrable,
+	// without building their states).
+	writerOK := s.writerFits && x.kind == linAcquire && !x.shared && x.out == outOK
+	waits := st.client == 0 && !(s.m.lease && s.writerFits && (writerOK || s.anyWriter(d)) && s.mayExpire(st, nil))
 	tryIR := func(client int32) {
+		if waits && client != x.client && s.leaveDeferrable(d, client, writerOK) {
+			return
+		}
 		for _, id := range s.irPools[client] {
 			p := &s.pools[id]
 			if u := s.avail(d, id); u < int32(len(p.ops)) && s.m.ownsAny(st, &s.ops[p.ops[u]]) {
@@ -1059,7 +1082,7 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	writerOK := s.writerFits && x.kind == linAcquire && !x.shared && x.out == outOK
 	// With a lease, a writer may take over expired readers: whether a
 	// reader joined or left before that matters.
-	takeover := s.m.lease && s.writerFits && s.mayExpire(d.s, y) && (writerOK || s.anyWriter(d))
+	takeover := s.m.lease && s.writerFits && (writerOK || s.anyWriter(d)) && s.mayExpire(d.s, y)
 	if y.kind == linAcquire {
 		// A failed acquire needs a holder only when nobody holds the lock
 		// (readers joining then would not change where it can go: their
@@ -1075,15 +1098,25 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	}
 	// A release: of a reader of its client, or a no-op.
 	if s.m.lease && !s.m.renews && y.out == outOK {
-		for _, r := range s.m.readersOf(d.s) {
-			if r.client == y.client && satAdd(r.acqRet, s.m.ttl+s.m.slack) < s.t {
+		// (Readers are sorted by client.)
+		rs := s.m.readersOf(d.s)
+		k, _ := slices.BinarySearchFunc(rs, y.client, func(r reader, c int32) int { return cmpInt64(int64(r.client), int64(c)) })
+		for ; k < len(rs) && rs[k].client == y.client; k++ {
+			if satAdd(rs[k].acqRet, s.m.ttl+s.m.slack) < s.t {
 				return false
 			}
 		}
 	}
-	if takeover {
-		return false
-	}
+	return !takeover && s.leaveDeferrable(d, y.client, writerOK)
+}
+
+// leaveDeferrable is rwDeferrable for a reader of client, not the
+// returning operation's, leaving d's lock, held by readers, when no writer
+// may take over expired readers before x (and, for a successful release,
+// its deadline is not the reason): it is needed only to make way for a
+// writer.
+func (s *sweep) leaveDeferrable(d *config, client int32, writerOK bool) bool {
+	x := &s.ops[s.x]
 	// x, a reader joining, keeps out every writer after it (without a
 	// lease, until its client releases): one may have to go first.
 	readerOK := x.kind == linAcquire && x.shared && x.out == outOK
@@ -1091,7 +1124,7 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 		// To make way for a writer, every reader must leave: in the order
 		// of the readers (leaves commute), the first one first.
 		rs := s.m.readersOf(d.s)
-		return len(rs) > 0 && rs[0].client != y.client
+		return len(rs) > 0 && rs[0].client != client
 	}
 	return true
 }
@@ -1119,19 +1152,24 @@ func (s *sweep) writerMayGo(d *config) bool {
 	return true
 }
 
-// mayExpire reports (lease) whether a reader of st, or the one y would
-// add, may have expired by now: a writer may take it over.
+// mayExpire reports (lease) whether a reader of st, or the one y (if not
+// nil) would add, may have expired by now: a writer may take it over.
 func (s *sweep) mayExpire(st lockState, y *lockOp) bool {
 	e := s.m.life()
-	if y.kind == linAcquire && satAdd(y.call, e) <= s.t {
+	if y != nil && y.kind == linAcquire && satAdd(y.call, e) <= s.t {
 		return true
 	}
+	if s.expiredOf == st.readers && s.expiredAt == s.t {
+		return s.expired
+	}
+	s.expiredOf, s.expiredAt, s.expired = st.readers, s.t, false
 	for _, r := range s.m.readersOf(st) {
 		if satAdd(r.acqCall, e) <= s.t {
-			return true
+			s.expired = true
+			break
 		}
 	}
-	return false
+	return s.expired
 }
 
 // joinBeforeWriter reports whether running read acquire y may have to
