@@ -420,9 +420,10 @@ type sweep struct {
 	heldIn   []int32 // running failed acquires (lease: for moved free steps)
 
 	pools   []pool
-	iaPools map[int32][]int32 // client -> pools of its indeterminate acquires, by owner
-	irPools map[int32][]int32 // client -> pools of its indeterminate releases
-	iaIDs   []int32           // every acquire pool
+	iaPools map[int32][]int32  // client -> pools of its indeterminate acquires, by owner
+	irPools map[int32][]int32  // client -> pools of its indeterminate releases
+	irIndex map[[2]int32]int32 // client, owner (or orphanPool) -> its pool of indeterminate releases
+	iaIDs   []int32            // every acquire pool
 
 	frontier, next []config
 	work, seen     []config
@@ -495,6 +496,7 @@ func newSweep(m lockModel, bound int) *sweep {
 		bound:      bound,
 		iaPools:    map[int32][]int32{},
 		irPools:    map[int32][]int32{},
+		irIndex:    map[[2]int32]int32{},
 		blocker:    -1,
 	}
 	s.frontier = []config{{tau: -history.Never, grant: -1, freed: -1}}
@@ -582,15 +584,43 @@ func (s *sweep) addToPool(i int32) {
 	if s.mergeOrphans && !s.m.reentrant && key > 0 && !s.m.ow.isKnown(key) {
 		key = orphanPool
 	}
-	for _, id := range s.irPools[op.client] {
-		if s.pools[id].owner == key {
-			s.pools[id].ops = append(s.pools[id].ops, i)
-			return
-		}
+	if id, ok := s.irIndex[[2]int32{op.client, key}]; ok {
+		s.pools[id].ops = append(s.pools[id].ops, i)
+		return
 	}
 	id := int32(len(s.pools))
 	s.pools = append(s.pools, pool{kind: linRelease, client: op.client, owner: key, ops: []int32{i}})
 	s.irPools[op.client] = append(s.irPools[op.client], id)
+	s.irIndex[[2]int32{op.client, key}] = id
+}
+
+// freeing calls f with each pool of client's lost releases that may free
+// a hold of client with owner (ownsHold): the pool of that owner and that
+// of releases naming none, or (an unknown owner) the pool of owners no
+// acquire carries. A client loses a release per hold at most, so its
+// pools grow with the history: looking them all up would make the sweep
+// quadratic. f returns false to stop; freeing returns false if it did.
+func (s *sweep) freeing(client, owner int32, f func(id int32) bool) bool {
+	var keys [2]int32
+	switch {
+	case owner > 0:
+		keys = [2]int32{owner, 0}
+	case owner == ownerFresh && s.mergeOrphans && !s.m.reentrant:
+		keys = [2]int32{orphanPool, 0}
+	default:
+		for _, id := range s.irPools[client] {
+			if !f(id) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, k := range keys {
+		if id, ok := s.irIndex[[2]int32{client, k}]; ok && !f(id) {
+			return false
+		}
+	}
+	return true
 }
 
 func remove(xs []int32, i int32) []int32 {
@@ -1012,26 +1042,23 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 	// without building their states).
 	writerOK := s.writerFits && x.kind == linAcquire && !x.shared && x.out == outOK
 	waits := st.client == 0 && !(s.m.lease && s.writerFits && (writerOK || s.anyWriter(d)) && s.mayExpire(st, nil))
-	tryIR := func(client int32) {
+	tryIR := func(client, owner int32) {
 		if waits && client != x.client && s.leaveDeferrable(d, client, writerOK) {
 			return
 		}
-		for _, id := range s.irPools[client] {
+		s.freeing(client, owner, func(id int32) bool {
 			p := &s.pools[id]
 			if u := s.avail(d, id); u < int32(len(p.ops)) && s.m.ownsAny(st, &s.ops[p.ops[u]]) {
 				s.apply(d, p.ops[u], id, false)
 			}
-		}
+			return true
+		})
 	}
 	if st.client != 0 {
-		tryIR(st.client)
+		tryIR(st.client, st.owner)
 	}
-	prev := int32(0)
 	for _, r := range s.m.readersOf(st) {
-		if r.client != prev {
-			tryIR(r.client)
-			prev = r.client
-		}
+		tryIR(r.client, r.owner)
 	}
 }
 
@@ -1143,9 +1170,9 @@ func (s *sweep) writerMayGo(d *config) bool {
 			continue
 		}
 		if r.client != prev {
-			prev, ok = r.client, s.releasing(r.client) || s.lostRelease(d, r.client)
+			prev, ok = r.client, s.releasing(r.client)
 		}
-		if !ok {
+		if !ok && !s.lostRelease(d, r.client, r.owner) {
 			return false
 		}
 	}
@@ -1179,7 +1206,7 @@ func (s *sweep) mayExpire(st lockState, y *lockOp) bool {
 // (a lost release of its client, or its own lease may have expired).
 func (s *sweep) joinBeforeWriter(d *config, x *lockOp, writerOK bool, y *lockOp) bool {
 	e := s.m.life()
-	if !s.writerFits || !s.lostRelease(d, y.client) && !(s.m.lease && satAdd(y.call, e) <= s.t) {
+	if !s.writerFits || !s.lostRelease(d, y.client, y.owner) && !(s.m.lease && satAdd(y.call, e) <= s.t) {
 		return false
 	}
 	blocks := func(w *lockOp) bool { return !s.m.lease || satAdd(w.call, e) > y.ret }
@@ -1200,14 +1227,10 @@ func (s *sweep) joinBeforeWriter(d *config, x *lockOp, writerOK bool, y *lockOp)
 	return false
 }
 
-// lostRelease reports whether client has a lost release left for d.
-func (s *sweep) lostRelease(d *config, client int32) bool {
-	for _, id := range s.irPools[client] {
-		if s.avail(d, id) < int32(len(s.pools[id].ops)) {
-			return true
-		}
-	}
-	return false
+// lostRelease reports whether client has a lost release left for d that
+// may free its hold with owner.
+func (s *sweep) lostRelease(d *config, client, owner int32) bool {
+	return !s.freeing(client, owner, func(id int32) bool { return s.avail(d, id) >= int32(len(s.pools[id].ops)) })
 }
 
 // mayFree reports whether the reader that lost read acquire y would add
