@@ -146,16 +146,21 @@ func (s *sweep) avail(c *config, p int32) int32 {
 	if s.horizon == 0 {
 		return min(c.usedOf(p), n)
 	}
-	for pl.live < n && s.expiredOp(pl.ops[pl.live]) {
-		pl.live++
-		s.stats.Restricted++
-	}
+	s.expire(pl)
 	u := max(c.usedOf(p), pl.live)
 	for u < n && s.expiredOp(pl.ops[u]) {
 		u++
 		s.stats.Restricted++
 	}
 	return u
+}
+
+// expire moves pl.live past the operations of pool pl that expired.
+func (s *sweep) expire(pl *pool) {
+	for pl.live < int32(len(pl.ops)) && s.expiredOp(pl.ops[pl.live]) {
+		pl.live++
+		s.stats.Restricted++
+	}
 }
 
 // expiredOp reports whether indeterminate operation i can no longer take
@@ -192,7 +197,9 @@ func (s *sweep) compact(used []poolUse) []poolUse {
 	}
 	out := used[:0]
 	for _, u := range used {
-		if u.n > s.pools[u.pool].live {
+		// (A pool's live moves only when asked: ask, or a configuration
+		// would carry every pool it ever used.)
+		if s.expire(&s.pools[u.pool]); u.n > s.pools[u.pool].live {
 			out = append(out, u)
 		}
 	}
