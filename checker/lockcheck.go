@@ -146,16 +146,21 @@ func (s *sweep) avail(c *config, p int32) int32 {
 	if s.horizon == 0 {
 		return min(c.usedOf(p), n)
 	}
-	for pl.live < n && s.expiredOp(pl.ops[pl.live]) {
-		pl.live++
-		s.stats.Restricted++
-	}
+	s.expire(pl)
 	u := max(c.usedOf(p), pl.live)
 	for u < n && s.expiredOp(pl.ops[u]) {
 		u++
 		s.stats.Restricted++
 	}
 	return u
+}
+
+// expire moves pl.live past the operations of pool pl that expired.
+func (s *sweep) expire(pl *pool) {
+	for pl.live < int32(len(pl.ops)) && s.expiredOp(pl.ops[pl.live]) {
+		pl.live++
+		s.stats.Restricted++
+	}
 }
 
 // expiredOp reports whether indeterminate operation i can no longer take
@@ -192,7 +197,9 @@ func (s *sweep) compact(used []poolUse) []poolUse {
 	}
 	out := used[:0]
 	for _, u := range used {
-		if u.n > s.pools[u.pool].live {
+		// (A pool's live moves only when asked: ask, or a configuration
+		// would carry every pool it ever used.)
+		if s.expire(&s.pools[u.pool]); u.n > s.pools[u.pool].live {
 			out = append(out, u)
 		}
 	}
@@ -420,9 +427,10 @@ type sweep struct {
 	heldIn   []int32 // running failed acquires (lease: for moved free steps)
 
 	pools   []pool
-	iaPools map[int32][]int32 // client -> pools of its indeterminate acquires, by owner
-	irPools map[int32][]int32 // client -> pools of its indeterminate releases
-	iaIDs   []int32           // every acquire pool
+	iaPools map[int32][]int32  // client -> pools of its indeterminate acquires, by owner
+	irPools map[int32][]int32  // client -> pools of its indeterminate releases
+	irIndex map[[2]int32]int32 // client, owner (or orphanPool) -> its pool of indeterminate releases
+	iaIDs   []int32            // every acquire pool
 
 	frontier, next []config
 	work, seen     []config
@@ -443,9 +451,14 @@ type sweep struct {
 	// expand (read-write): anyWriter and xWriter of the node explored (0:
 	// not computed yet, 1 false, 2 true).
 	writerAny, writerX int8
-	cur                *config // expand: the node explored
-	x                  int32   // expand: the returning operation
-	node               config
+	// mayExpire: whether a reader of set expiredOf may have expired by
+	// expiredAt (the last asked).
+	expiredOf int32
+	expiredAt int64
+	expired   bool
+	cur       *config // expand: the node explored
+	x         int32   // expand: the returning operation
+	node      config
 
 	// capacity, when not 0, makes dominance approximate: pools with at
 	// least capacity operations left compare as equal. A configuration
@@ -490,6 +503,7 @@ func newSweep(m lockModel, bound int) *sweep {
 		bound:      bound,
 		iaPools:    map[int32][]int32{},
 		irPools:    map[int32][]int32{},
+		irIndex:    map[[2]int32]int32{},
 		blocker:    -1,
 	}
 	s.frontier = []config{{tau: -history.Never, grant: -1, freed: -1}}
@@ -577,15 +591,43 @@ func (s *sweep) addToPool(i int32) {
 	if s.mergeOrphans && !s.m.reentrant && key > 0 && !s.m.ow.isKnown(key) {
 		key = orphanPool
 	}
-	for _, id := range s.irPools[op.client] {
-		if s.pools[id].owner == key {
-			s.pools[id].ops = append(s.pools[id].ops, i)
-			return
-		}
+	if id, ok := s.irIndex[[2]int32{op.client, key}]; ok {
+		s.pools[id].ops = append(s.pools[id].ops, i)
+		return
 	}
 	id := int32(len(s.pools))
 	s.pools = append(s.pools, pool{kind: linRelease, client: op.client, owner: key, ops: []int32{i}})
 	s.irPools[op.client] = append(s.irPools[op.client], id)
+	s.irIndex[[2]int32{op.client, key}] = id
+}
+
+// freeing calls f with each pool of client's lost releases that may free
+// a hold of client with owner (ownsHold): the pool of that owner and that
+// of releases naming none, or (an unknown owner) the pool of owners no
+// acquire carries. A client loses a release per hold at most, so its
+// pools grow with the history: looking them all up would make the sweep
+// quadratic. f returns false to stop; freeing returns false if it did.
+func (s *sweep) freeing(client, owner int32, f func(id int32) bool) bool {
+	var keys [2]int32
+	switch {
+	case owner > 0:
+		keys = [2]int32{owner, 0}
+	case owner == ownerFresh && s.mergeOrphans && !s.m.reentrant:
+		keys = [2]int32{orphanPool, 0}
+	default:
+		for _, id := range s.irPools[client] {
+			if !f(id) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, k := range keys {
+		if id, ok := s.irIndex[[2]int32{client, k}]; ok && !f(id) {
+			return false
+		}
+	}
+	return true
 }
 
 func remove(xs []int32, i int32) []int32 {
@@ -989,26 +1031,41 @@ func (s *sweep) poolMoves(d *config, x int32) {
 // a lease may have run out), and the lost releases of its holders.
 func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 	st := d.s
+	// Without building their states: held by readers, a lost writer needs
+	// every reader's lease to have possibly run out by now; a lost reader
+	// (not reentrant) joins only for a release of its client that may free
+	// it (rwDeferrable).
+	writers := st.client != 0 || (s.m.lease && s.m.expiryAll(st) <= s.t)
+	x := &s.ops[s.x]
 	for _, id := range s.iaIDs {
+		p := &s.pools[id]
+		if (!p.shared && !writers) ||
+			(p.shared && st.client == 0 && !s.m.reentrant && !s.releasing(p.client) && (x.kind != linRelease || x.client != p.client)) {
+			continue
+		}
 		tryIA(id)
 	}
-	tryIR := func(client int32) {
-		for _, id := range s.irPools[client] {
+	// The lost releases of a client whose leave can wait (rwDeferrable,
+	// without building their states).
+	writerOK := s.writerFits && x.kind == linAcquire && !x.shared && x.out == outOK
+	waits := st.client == 0 && !(s.m.lease && s.writerFits && (writerOK || s.anyWriter(d)) && s.mayExpire(st, nil))
+	tryIR := func(client, owner int32) {
+		if waits && client != x.client && s.leaveDeferrable(d, client, writerOK) {
+			return
+		}
+		s.freeing(client, owner, func(id int32) bool {
 			p := &s.pools[id]
 			if u := s.avail(d, id); u < int32(len(p.ops)) && s.m.ownsAny(st, &s.ops[p.ops[u]]) {
 				s.apply(d, p.ops[u], id, false)
 			}
-		}
+			return true
+		})
 	}
 	if st.client != 0 {
-		tryIR(st.client)
+		tryIR(st.client, st.owner)
 	}
-	prev := int32(0)
 	for _, r := range s.m.readersOf(st) {
-		if r.client != prev {
-			tryIR(r.client)
-			prev = r.client
-		}
+		tryIR(r.client, r.owner)
 	}
 }
 
@@ -1029,8 +1086,10 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 // only by such a failed acquire and a release that may free it; a leave by
 // x of the same client, when its successful release must come before the
 // reader's lease surely runs out, and to make way for a writer (x, or one
-// that may take the lock before x): then every reader must leave, and the
-// leaves commute, so they are tried in the order of the readers.
+// that may take the lock before x: of x's client, any with a lease, and any
+// when x is a reader joining, who would keep it out): then every reader
+// must leave, and the leaves commute, so they are tried in the order of
+// the readers.
 func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	if d.s.client != 0 {
 		return false // a writer holds: the move is not a reader's
@@ -1057,7 +1116,7 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	writerOK := s.writerFits && x.kind == linAcquire && !x.shared && x.out == outOK
 	// With a lease, a writer may take over expired readers: whether a
 	// reader joined or left before that matters.
-	takeover := s.m.lease && s.writerFits && s.mayExpire(d.s, y) && (writerOK || s.anyWriter(d))
+	takeover := s.m.lease && s.writerFits && (writerOK || s.anyWriter(d)) && s.mayExpire(d.s, y)
 	if y.kind == linAcquire {
 		// A failed acquire needs a holder only when nobody holds the lock
 		// (readers joining then would not change where it can go: their
@@ -1073,20 +1132,33 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	}
 	// A release: of a reader of its client, or a no-op.
 	if s.m.lease && !s.m.renews && y.out == outOK {
-		for _, r := range s.m.readersOf(d.s) {
-			if r.client == y.client && satAdd(r.acqRet, s.m.ttl+s.m.slack) < s.t {
+		// (Readers are sorted by client.)
+		rs := s.m.readersOf(d.s)
+		k, _ := slices.BinarySearchFunc(rs, y.client, func(r reader, c int32) int { return cmpInt64(int64(r.client), int64(c)) })
+		for ; k < len(rs) && rs[k].client == y.client; k++ {
+			if satAdd(rs[k].acqRet, s.m.ttl+s.m.slack) < s.t {
 				return false
 			}
 		}
 	}
-	if takeover {
-		return false
-	}
-	if s.writerFits && (writerOK || s.xWriter(d) || (s.m.lease && s.anyWriter(d))) {
+	return !takeover && s.leaveDeferrable(d, y.client, writerOK)
+}
+
+// leaveDeferrable is rwDeferrable for a reader of client, not the
+// returning operation's, leaving d's lock, held by readers, when no writer
+// may take over expired readers before x (and, for a successful release,
+// its deadline is not the reason): it is needed only to make way for a
+// writer.
+func (s *sweep) leaveDeferrable(d *config, client int32, writerOK bool) bool {
+	x := &s.ops[s.x]
+	// x, a reader joining, keeps out every writer after it (without a
+	// lease, until its client releases): one may have to go first.
+	readerOK := x.kind == linAcquire && x.shared && x.out == outOK
+	if s.writerFits && (writerOK || s.xWriter(d) || ((s.m.lease || readerOK) && s.anyWriter(d))) {
 		// To make way for a writer, every reader must leave: in the order
 		// of the readers (leaves commute), the first one first.
 		rs := s.m.readersOf(d.s)
-		return len(rs) > 0 && rs[0].client != y.client
+		return len(rs) > 0 && rs[0].client != client
 	}
 	return true
 }
@@ -1105,28 +1177,33 @@ func (s *sweep) writerMayGo(d *config) bool {
 			continue
 		}
 		if r.client != prev {
-			prev, ok = r.client, s.releasing(r.client) || s.lostRelease(d, r.client)
+			prev, ok = r.client, s.releasing(r.client)
 		}
-		if !ok {
+		if !ok && !s.lostRelease(d, r.client, r.owner) {
 			return false
 		}
 	}
 	return true
 }
 
-// mayExpire reports (lease) whether a reader of st, or the one y would
-// add, may have expired by now: a writer may take it over.
+// mayExpire reports (lease) whether a reader of st, or the one y (if not
+// nil) would add, may have expired by now: a writer may take it over.
 func (s *sweep) mayExpire(st lockState, y *lockOp) bool {
 	e := s.m.life()
-	if y.kind == linAcquire && satAdd(y.call, e) <= s.t {
+	if y != nil && y.kind == linAcquire && satAdd(y.call, e) <= s.t {
 		return true
 	}
+	if s.expiredOf == st.readers && s.expiredAt == s.t {
+		return s.expired
+	}
+	s.expiredOf, s.expiredAt, s.expired = st.readers, s.t, false
 	for _, r := range s.m.readersOf(st) {
 		if satAdd(r.acqCall, e) <= s.t {
-			return true
+			s.expired = true
+			break
 		}
 	}
-	return false
+	return s.expired
 }
 
 // joinBeforeWriter reports whether running read acquire y may have to
@@ -1136,7 +1213,7 @@ func (s *sweep) mayExpire(st lockState, y *lockOp) bool {
 // (a lost release of its client, or its own lease may have expired).
 func (s *sweep) joinBeforeWriter(d *config, x *lockOp, writerOK bool, y *lockOp) bool {
 	e := s.m.life()
-	if !s.writerFits || !s.lostRelease(d, y.client) && !(s.m.lease && satAdd(y.call, e) <= s.t) {
+	if !s.writerFits || !s.lostRelease(d, y.client, y.owner) && !(s.m.lease && satAdd(y.call, e) <= s.t) {
 		return false
 	}
 	blocks := func(w *lockOp) bool { return !s.m.lease || satAdd(w.call, e) > y.ret }
@@ -1157,14 +1234,10 @@ func (s *sweep) joinBeforeWriter(d *config, x *lockOp, writerOK bool, y *lockOp)
 	return false
 }
 
-// lostRelease reports whether client has a lost release left for d.
-func (s *sweep) lostRelease(d *config, client int32) bool {
-	for _, id := range s.irPools[client] {
-		if s.avail(d, id) < int32(len(s.pools[id].ops)) {
-			return true
-		}
-	}
-	return false
+// lostRelease reports whether client has a lost release left for d that
+// may free its hold with owner.
+func (s *sweep) lostRelease(d *config, client, owner int32) bool {
+	return !s.freeing(client, owner, func(id int32) bool { return s.avail(d, id) >= int32(len(s.pools[id].ops)) })
 }
 
 // mayFree reports whether the reader that lost read acquire y would add
