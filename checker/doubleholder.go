@@ -179,6 +179,8 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 	case CauseSessionExpired:
 		if idle := h.Info.IdleTimeoutMillis * 1e6; idle > 0 && b.Start >= a.AcquireCall+idle {
 			fmt.Fprintf(&sb, " Lost by design: client %d's connection sat idle from its acquire until client %d's grant, %s, longer than the server keeps an idle connection (wait_timeout %s); the server closed it and freed the lock with it, and client %d went on as if it still held it.", a.Client, b.Client, span(b.Start-a.Start), span(idle), a.Client)
+		} else if f, ok := sessionCutDuring(h, a, b); ok {
+			fmt.Fprintf(&sb, " Lost by design: the %s of %s at %s ended every session of the server, and with client %d's session its lock, before client %d's grant; client %d went on as if it still held it.", f.Name, f.Target, at(f.Start), a.Client, b.Client, a.Client)
 		} else {
 			fmt.Fprintf(&sb, " Lost by design: a fault cut client %d off from the servers (or ended the server's sessions) before client %d's grant, long enough for its session, and with it the lock, to end, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
 		}
@@ -238,4 +240,15 @@ func checkLeaseContract(info history.RunInfo, doubles []Anomaly) Property {
 	}
 	p.Detail = plural(len(doubles), "double holder", "double holders") + ": " + strings.Join(parts, ", ")
 	return p
+}
+
+// sessionCutDuring returns the first fault that ended every session
+// (sessionCut) during a's hold, before b's grant.
+func sessionCutDuring(h *history.History, a, b *Hold) (history.Fault, bool) {
+	for _, f := range h.Faults {
+		if sessionCut(h.Info, f.Name) && !f.Failed && f.Start >= a.AcquireCall && f.Start < b.Start && f.Start < a.End {
+			return f, true
+		}
+	}
+	return history.Fault{}, false
 }

@@ -2,6 +2,8 @@ package checker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/locktest/locktest/history"
 )
@@ -106,7 +108,7 @@ func (in *Incremental) Add(e history.Event) []Anomaly {
 		}
 		in.complete(i, e)
 	case history.ClientExit:
-		in.sessionEnd(e.Client, e.Time)
+		in.sessionEnd(e.Client, e.Time, endByExit)
 		// The process's running operations never answer: indeterminate.
 		for _, id := range in.byCli[e.Client] {
 			if i, ok := in.open[id]; ok {
@@ -117,7 +119,12 @@ func (in *Incremental) Add(e history.Event) []Anomaly {
 		in.faults[e.FaultID] = len(in.h.Faults)
 		in.h.Faults = append(in.h.Faults, history.Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Detail: e.Detail, Start: e.Time, End: history.Never})
 		if e.Fault == "crash-client" && e.Client > 0 {
-			in.sessionEnd(e.Client, e.Time) // as Holds ends the hold (clientLives)
+			in.sessionEnd(e.Client, e.Time, endByExit) // as Holds ends the hold (clientLives)
+		}
+		if sessionCut(in.h.Info, e.Fault) {
+			for _, c := range slices.Sorted(maps.Keys(in.held)) {
+				in.sessionEnd(c, e.Time, endByServer)
+			}
 		}
 	case history.FaultEnd:
 		if i, ok := in.faults[e.FaultID]; ok {
@@ -173,8 +180,9 @@ func (in *Incremental) released(client int) {
 
 // sessionEnd adds, for a lock that dies with its client's session, the
 // indeterminate releases by which the server frees what client held when
-// its process ended at t, as withSessionEnds does for Check.
-func (in *Incremental) sessionEnd(client int, t int64) {
+// its session ended at t (why: its process ended, or a server fault ended
+// every session), as withSessionEnds does for Check.
+func (in *Incremental) sessionEnd(client int, t int64, why string) {
 	h := in.held[client]
 	if h == nil || !in.h.Info.Session {
 		return
@@ -182,7 +190,7 @@ func (in *Incremental) sessionEnd(client int, t int64) {
 	delete(in.held, client)
 	for range h.depth {
 		in.queue = append(in.queue, len(in.h.Ops))
-		op := sessionEndOp(client, -int64(len(in.h.Ops))-1, h.owner, t, t)
+		op := sessionEndOp(client, -int64(len(in.h.Ops))-1, h.owner, t, t, why)
 		op.Index = len(in.h.Ops)
 		in.h.Ops = append(in.h.Ops, op)
 	}

@@ -139,13 +139,20 @@ const witnessBudget = 2 * time.Second
 
 // withSessionEnds returns h with, for a lock that dies with its client's
 // session (RunInfo.Session), an indeterminate release by the holder where
-// a hold ended with its client's process: the server frees the lock when
-// the connection closes or the session expires, at a moment the history
-// does not record. One release per level the client held (reentrant
-// locks). h itself when there is none to add.
+// a hold ended with its client's process, or where a server fault that
+// ends every session (sessionCut) struck during the hold: the server frees
+// the lock when the connection closes or the session expires, at a moment
+// the history does not record. One release per level the client held
+// (reentrant locks). h itself when there is none to add.
 func withSessionEnds(h *history.History, holds []Hold) *history.History {
 	if !h.Info.Session {
 		return h
+	}
+	var cuts []int64
+	for _, f := range h.Faults {
+		if sessionCut(h.Info, f.Name) && !f.Failed {
+			cuts = append(cuts, f.Start)
+		}
 	}
 	var ends []history.Operation
 	nextID := int64(0)
@@ -153,13 +160,22 @@ func withSessionEnds(h *history.History, holds []Hold) *history.History {
 		nextID = max(nextID, h.Ops[i].OpID)
 	}
 	for _, hd := range holds {
-		if hd.EndReason != "client-exit" {
+		t, why := history.Never, ""
+		if hd.EndReason == "client-exit" {
+			t, why = hd.End, endByExit
+		}
+		for _, c := range cuts {
+			if c >= hd.Start && c < hd.End && c < t {
+				t, why = c, endByServer
+			}
+		}
+		if why == "" {
 			continue
 		}
 		levels := 1
 		if h.Info.Reentrant {
 			levels = 0
-			for i := hd.AcquireIndex; i < len(h.Ops) && h.Ops[i].Call < hd.End; i++ {
+			for i := hd.AcquireIndex; i < len(h.Ops) && h.Ops[i].Call < t; i++ {
 				op := &h.Ops[i]
 				if op.Client != hd.Client {
 					continue
@@ -175,7 +191,7 @@ func withSessionEnds(h *history.History, holds []Hold) *history.History {
 		}
 		for range levels {
 			nextID++
-			ends = append(ends, sessionEndOp(hd.Client, nextID, hd.Owner, hd.End, history.Never))
+			ends = append(ends, sessionEndOp(hd.Client, nextID, hd.Owner, t, history.Never, why))
 		}
 	}
 	if len(ends) == 0 {
@@ -201,13 +217,29 @@ func withSessionEnds(h *history.History, holds []Hold) *history.History {
 }
 
 // sessionEndOp is the indeterminate release, invoked at t by owner's
-// client, by which the server frees a session lock whose client's process
-// ended (withSessionEnds, Incremental.sessionEnd); completed is when its
-// completion counts as recorded (history.Never for none).
-func sessionEndOp(client int, opID int64, owner string, t, completed int64) history.Operation {
+// client, by which the server frees a session lock whose session ended
+// (withSessionEnds, Incremental.sessionEnd) for the reason why; completed
+// is when its completion counts as recorded (history.Never for none).
+func sessionEndOp(client int, opID int64, owner string, t, completed int64, why string) history.Operation {
 	return history.Operation{
 		Client: client, Op: history.Release, OpID: opID, Call: t, Return: history.Never,
 		Type: history.Info, Owner: owner, ValidUntil: history.Never, Completed: completed,
-		Error: "the client's process ended: the server frees its session's lock",
+		Error: why,
 	}
+}
+
+// Why a session lock was freed without its holder's release.
+const (
+	endByExit   = "the client's process ended: the server frees its session's lock"
+	endByServer = "a server fault ended every session: the lock went with its holder's"
+)
+
+// sessionCut reports whether a fault named fault ends every session of a
+// session lock that is not kept alive by heartbeats (MariaDB's FOR UPDATE
+// and GET_LOCK live in the connection): a killed server restarts with no
+// connection, a failover moves the clients to a server that never saw
+// theirs. A lock kept alive by heartbeats (ZooKeeper, etcd) outlives a
+// server fault by design: its session moves to another server.
+func sessionCut(info history.RunInfo, fault string) bool {
+	return info.Session && !info.Renews && (fault == "kill" || fault == "failover")
 }

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -120,7 +121,7 @@ func TestSessionCauseWithoutHeartbeats(t *testing.T) {
 			b.acq(2, 1490, 1500, "b")
 			b.rel(1, 1700, 1701, "a", history.Fail, "-")
 		}},
-		{name: "a failover ended the session", cause: CauseSessionExpired, explain: "ended the server's sessions", build: func(b *hb) {
+		{name: "a failover ended the session", cause: CauseSessionExpired, explain: "the failover of primary at 1.00 s ended every session of the server", build: func(b *hb) {
 			b.acq(1, 990, 1000, "a")
 			b.fault++
 			b.add(1001, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
@@ -165,5 +166,40 @@ func TestIdleSessionIsALease(t *testing.T) {
 		b.rel(2, 3800, 3801, "b", history.OK, "b")
 		p, _ := checkLinearizable(newFacts(b.build(t)), DefaultOptions())
 		require.Equal(t, tc.want, p.Status, "grant at %v ms: %s", tc.grant, p.Detail)
+	}
+}
+
+// A server fault that ends every session (a killed MariaDB restarts with
+// no connection; a failover moves the clients to a server that never saw
+// theirs) frees a session lock while its holder still believes it holds
+// it: the next grant is what the lock does (linearizable; the double holder
+// is session-expired, by design). A frozen server keeps its sessions, and so
+// does a lock kept alive by heartbeats (its session moves to another
+// server): there the grant is not linearizable.
+func TestServerFaultEndsSessions(t *testing.T) {
+	for _, tc := range []struct {
+		fault  string
+		renews bool
+		want   Status
+	}{{"kill", false, Pass}, {"failover", false, Pass}, {"pause-server", false, Fail}, {"kill", true, Fail}} {
+		t.Run(fmt.Sprintf("%s renews=%v", tc.fault, tc.renews), func(t *testing.T) {
+			b := newHB()
+			b.info.Session, b.info.Nemeses = true, []string{tc.fault}
+			if tc.renews {
+				b.info.Renews, b.info.Lease, b.info.TTLMillis = true, true, 10_000
+			}
+			b.acq(1, 990, 1000, "a")
+			b.faultAt(tc.fault, "mysql-1", 1001, 1400)
+			b.acq(2, 1490, 1500, "b")
+			b.rel(1, 1700, 1701, "a", history.Fail, "-")
+			b.rel(2, 1800, 1801, "b", history.OK, "b")
+			b.cycles(10, 2000)
+			r := Check(b.build(t), DefaultOptions())
+			require.Equal(t, string(tc.want), propStatus(t, r, "linearizable"), r.Why)
+			require.Equal(t, Unsafe, r.Verdict, "two clients held it at once either way")
+			p, found, _ := feed(t, b.events(), DefaultOptions())
+			require.Equal(t, tc.want, p.Status, "the incremental checker agrees")
+			require.Equal(t, tc.want == Fail, len(found) > 0)
+		})
 	}
 }
