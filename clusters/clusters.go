@@ -121,6 +121,17 @@ type ClockReader interface {
 	ReadClock(ctx context.Context) (time.Time, error)
 }
 
+// CheckClockShim says why the clock shim cannot work here (its libraries
+// are missing), nil when it can.
+func CheckClockShim() error {
+	for _, lib := range []string{FaketimeLib, MallocDebugLib} {
+		if _, err := os.Stat(lib); err != nil {
+			return fmt.Errorf("the clock shim needs %s: install it with `apt-get install -y libfaketime`", lib)
+		}
+	}
+	return nil
+}
+
 // RedisTime sends TIME on a connection to a Redis server (its deadline
 // set) and returns the server's wall clock.
 func RedisTime(c net.Conn) (time.Time, error) {

@@ -2,8 +2,6 @@ package harness
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -23,7 +21,7 @@ func needNet(t *testing.T) {
 
 func needFaketime(t *testing.T) {
 	t.Helper()
-	testenv.Require(t, faketimeMissing())
+	testenv.Require(t, clusters.CheckClockShim())
 }
 
 // Cells of the multi-node and network faults, each against real servers.
@@ -137,12 +135,4 @@ func TestRedlockHasNoToken(t *testing.T) {
 	o.Fence = true
 	_, _, _, err := o.Validate()
 	require.ErrorContains(t, err, "lock redlock cannot hand out fencing tokens")
-}
-
-// faketimeMissing says why the clock shim cannot work here, nil when it can.
-func faketimeMissing() error {
-	if _, err := os.Stat(clusters.FaketimeLib); err != nil {
-		return fmt.Errorf("libfaketime not installed (apt-get install -y libfaketime): %w", err)
-	}
-	return nil
 }

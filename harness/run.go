@@ -221,10 +221,8 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 		return s, nil, nil, usage("the clock fault needs servers under the per-server clock shim; topology %s has none (ZooKeeper and etcd expire sessions on monotonic clocks)", topology)
 	}
 	if needsClockShim(ns) && o.Cluster == "local" {
-		for _, lib := range []string{clusters.FaketimeLib, clusters.MallocDebugLib} {
-			if _, err := os.Stat(lib); err != nil {
-				return s, nil, nil, usage("the clock fault needs %s: install it with `apt-get install -y libfaketime`", lib)
-			}
+		if err := clusters.CheckClockShim(); err != nil {
+			return s, nil, nil, usage("the clock fault: %v", err)
 		}
 	}
 	if _, err := nemesis.ParseShapes(o.Params["partition"]); err != nil {

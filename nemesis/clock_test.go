@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -17,9 +16,7 @@ import (
 // server whose clock did not move fails the check, one that did passes.
 func TestCheckShiftOnRedis(t *testing.T) {
 	testenv.Require(t, clusters.Check("redis"))
-	if _, err := os.Stat(clusters.FaketimeLib); err != nil {
-		testenv.Require(t, err)
-	}
+	testenv.Require(t, clusters.CheckClockShim())
 	ctx := context.Background()
 	cl, err := local.Backend{}.Start(ctx, clusters.Spec{Topology: "redis", Dir: t.TempDir(), ClockShim: true})
 	require.NoError(t, err)

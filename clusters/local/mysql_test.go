@@ -216,9 +216,7 @@ func mariadbVersionOr(t *testing.T) string {
 // back when the offset returns to 0.
 func TestMySQLClockShim(t *testing.T) {
 	needMariaDB(t, "mysql")
-	if _, err := os.Stat(clusters.FaketimeLib); err != nil {
-		t.Skip("libfaketime not installed")
-	}
+	testenv.Require(t, clusters.CheckClockShim())
 	cl, err := Backend{}.Start(context.Background(), clusters.Spec{Topology: "mysql", Dir: runDir(t), ClockShim: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cl.Stop(context.Background()) })

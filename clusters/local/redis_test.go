@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,9 +19,7 @@ import (
 // a lease expires when its server's clock jumps past it.
 func TestRedisClockShimRelativeDir(t *testing.T) {
 	testenv.Require(t, clusters.Check("redis"))
-	if _, err := os.Stat(clusters.FaketimeLib); err != nil {
-		testenv.Require(t, err)
-	}
+	testenv.Require(t, clusters.CheckClockShim())
 	t.Chdir(t.TempDir())
 	cl, err := Backend{}.Start(context.Background(), clusters.Spec{Topology: "redis", Dir: filepath.Join("store", "run"), ClockShim: true})
 	require.NoError(t, err)
