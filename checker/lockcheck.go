@@ -976,11 +976,15 @@ func (s *sweep) push(nd config) {
 // it is tried only when a release of that client is still to be placed
 // (x, or a running one), the only operations the depth matters to.
 func (s *sweep) poolMoves(d *config, x int32) {
-	if d.lost {
+	if d.lost && !s.m.rw {
 		// The lock was just taken by a lost acquire: another lost
 		// operation now would only undo or replace that (take over its
 		// expired lease, release it, nest on it), which using that
-		// operation instead from before does at least as well.
+		// operation instead from before does at least as well. (Not on
+		// a read-write lock: a lost reader may join another, and one
+		// that takes over a lost writer's expired lease may get a reader
+		// of its own where from before it would only have nested on its
+		// client's reader.)
 		return
 	}
 	st := d.s
