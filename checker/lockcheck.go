@@ -456,9 +456,13 @@ type sweep struct {
 	expiredOf int32
 	expiredAt int64
 	expired   bool
-	cur       *config // expand: the node explored
-	x         int32   // expand: the returning operation
-	node      config
+	// deadlinePassed: the same for sure expiries.
+	passedOf int32
+	passedAt int64
+	passed   bool
+	cur      *config // expand: the node explored
+	x        int32   // expand: the returning operation
+	node     config
 
 	// capacity, when not 0, makes dominance approximate: pools with at
 	// least capacity operations left compare as equal. A configuration
@@ -972,11 +976,15 @@ func (s *sweep) push(nd config) {
 // it is tried only when a release of that client is still to be placed
 // (x, or a running one), the only operations the depth matters to.
 func (s *sweep) poolMoves(d *config, x int32) {
-	if d.lost {
+	if d.lost && !s.m.rw {
 		// The lock was just taken by a lost acquire: another lost
 		// operation now would only undo or replace that (take over its
 		// expired lease, release it, nest on it), which using that
-		// operation instead from before does at least as well.
+		// operation instead from before does at least as well. (Not on
+		// a read-write lock: a lost reader may join another, and one
+		// that takes over a lost writer's expired lease may get a reader
+		// of its own where from before it would only have nested on its
+		// client's reader.)
 		return
 	}
 	st := d.s
@@ -999,7 +1007,9 @@ func (s *sweep) poolMoves(d *config, x int32) {
 	}
 	if !st.held() {
 		for _, id := range s.iaIDs {
-			tryIA(id)
+			if !s.m.rw || !s.lostReaderWaits(d, &s.pools[id]) {
+				tryIA(id)
+			}
 		}
 		return
 	}
@@ -1038,9 +1048,7 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 	writers := st.client != 0 || (s.m.lease && s.m.expiryAll(st) <= s.t)
 	x := &s.ops[s.x]
 	for _, id := range s.iaIDs {
-		p := &s.pools[id]
-		if (!p.shared && !writers) ||
-			(p.shared && st.client == 0 && !s.m.reentrant && !s.releasing(p.client) && (x.kind != linRelease || x.client != p.client)) {
+		if p := &s.pools[id]; (!p.shared && !writers) || s.lostReaderWaits(d, p) {
 			continue
 		}
 		tryIA(id)
@@ -1067,6 +1075,17 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 	for _, r := range s.m.readersOf(st) {
 		tryIR(r.client, r.owner)
 	}
+}
+
+// lostReaderWaits reports (read-write locks) whether the next lost acquire
+// of pool p, if a reader's, can only wait (rwDeferrable, without building
+// its state): nobody holds d's lock with a writer, the lock is not
+// reentrant, no failed acquire returns on a free lock, and no release of
+// its client may free it.
+func (s *sweep) lostReaderWaits(d *config, p *pool) bool {
+	x := &s.ops[s.x]
+	return p.shared && d.s.client == 0 && !s.m.reentrant && !(x.out == outHeld && !d.s.held()) &&
+		!s.releasing(p.client) && (x.kind != linRelease || x.client != p.client)
 }
 
 // rwDeferrable reports (read-write locks) whether move y, a reader joining
@@ -1132,12 +1151,14 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 	}
 	// A release: of a reader of its client, or a no-op.
 	if s.m.lease && !s.m.renews && y.out == outOK {
-		// (Readers are sorted by client.)
-		rs := s.m.readersOf(d.s)
-		k, _ := slices.BinarySearchFunc(rs, y.client, func(r reader, c int32) int { return cmpInt64(int64(r.client), int64(c)) })
-		for ; k < len(rs) && rs[k].client == y.client; k++ {
-			if satAdd(rs[k].acqRet, s.m.ttl+s.m.slack) < s.t {
-				return false
+		if s.deadlinePassed(d.s) {
+			// (Readers are sorted by client.)
+			rs := s.m.readersOf(d.s)
+			k := sort.Search(len(rs), func(k int) bool { return rs[k].client >= y.client })
+			for ; k < len(rs) && rs[k].client == y.client; k++ {
+				if satAdd(rs[k].acqRet, s.m.ttl+s.m.slack) < s.t {
+					return false
+				}
 			}
 		}
 	}
@@ -1184,6 +1205,23 @@ func (s *sweep) writerMayGo(d *config) bool {
 		}
 	}
 	return true
+}
+
+// deadlinePassed reports (lease, not renewed) whether the lease of a
+// reader of st has surely run out by now (remembered for the last set
+// asked).
+func (s *sweep) deadlinePassed(st lockState) bool {
+	if s.passedOf == st.readers && s.passedAt == s.t {
+		return s.passed
+	}
+	s.passedOf, s.passedAt, s.passed = st.readers, s.t, false
+	for _, r := range s.m.readersOf(st) {
+		if satAdd(r.acqRet, s.m.ttl+s.m.slack) < s.t {
+			s.passed = true
+			break
+		}
+	}
+	return s.passed
 }
 
 // mayExpire reports (lease) whether a reader of st, or the one y (if not

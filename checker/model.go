@@ -149,7 +149,9 @@ func hashReaders(rs []reader) uint64 {
 	return h
 }
 
-// intern returns the id of the set of rs (which it may reorder).
+// intern returns the id of the set of rs, which it keeps: the caller
+// hands rs over (a step builds each set afresh, so that it is not copied
+// again).
 func (t *readerSets) intern(rs []reader) int32 {
 	if len(rs) == 0 {
 		return 0
@@ -166,7 +168,7 @@ func (t *readerSets) intern(rs []reader) int32 {
 			return id
 		}
 	}
-	return t.add(slices.Clone(rs), h, first)
+	return t.add(rs, h, first)
 }
 
 func (t *readerSets) add(rs []reader, h uint64, prev int32) int32 {
@@ -561,7 +563,8 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 	return append(dst, m.withReaders(base, next, take))
 }
 
-// withReaders is s with readers rs, at point t.
+// withReaders is s with readers rs (handed over to the reader sets), at
+// point t.
 func (m lockModel) withReaders(s lockState, rs []reader, t int64) lockState {
 	if len(rs) == 0 {
 		return m.free(t)
