@@ -207,6 +207,9 @@ func TestClockShift(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the key outlived a 60 s clock jump")
 		time.Sleep(50 * time.Millisecond)
 	}
+	now, err := n.(clusters.ClockReader).ReadClock(context.Background())
+	require.NoError(t, err)
+	require.InDelta(t, 60, time.Until(now).Seconds(), 1, "ReadClock tells the shifted clock")
 	require.NoError(t, n.(clusters.ClockShifter).ShiftClock(0))
 }
 

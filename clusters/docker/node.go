@@ -139,10 +139,18 @@ func (n *node) ShiftClock(offset time.Duration) error {
 	return os.Rename(tmp, n.clock)
 }
 
-// ReadClock asks a Redis server for its wall clock (TIME); the other
-// servers cannot tell theirs.
+// ReadClock asks a Redis server (TIME) or MariaDB (NOW(6)) for its wall
+// clock; the other servers run without the clock shim.
 func (n *node) ReadClock(ctx context.Context) (time.Time, error) {
-	if n.role != roleRedis {
+	switch {
+	case n.role == roleMySQL && n.mysql != nil:
+		us, err := n.mysql.queryString(ctx, "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)")
+		if err != nil {
+			return time.Time{}, err
+		}
+		v, err := strconv.ParseInt(us, 10, 64)
+		return time.UnixMicro(v), err
+	case n.role != roleRedis:
 		return time.Time{}, fmt.Errorf("%s cannot tell its clock", n.name)
 	}
 	var d net.Dialer
