@@ -407,6 +407,9 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 	if f.Failed {
 		return false // it never took effect
 	}
+	if f.Name == "kill" && strings.HasSuffix(f.Detail, history.KilledReplica) {
+		return false // the lock lives on the primary, which went on serving
+	}
 	if f.Name == "partition" && strings.HasPrefix(f.Detail, "lost-reply") {
 		// Aimed at the acquire its client was about to send: it matters
 		// when that acquire could have been granted.

@@ -72,6 +72,13 @@ func TestVerdict(t *testing.T) {
 			b.failedFault("clock", "redis-1", 2, 3)
 			b.cycles(12, 0)
 		}},
+		{name: "a kill of a replica", verdict: Inconclusive, why: "no kill fault started while a client held the lock", build: func(b *hb) {
+			b.info.Nemeses = []string{"kill"}
+			b.fault++
+			b.add(2, history.Event{Type: history.FaultStart, Fault: "kill", FaultID: b.fault, Target: "mysql-2", Detail: "SIGKILL, " + history.KilledReplica})
+			b.add(3, history.Event{Type: history.FaultEnd, Fault: "kill", FaultID: b.fault, Target: "mysql-2", Detail: "restarted"})
+			b.cycles(12, 0)
+		}},
 		{name: "too few acquires", verdict: Inconclusive, why: "only 4 successful acquires (at least 10 needed)", build: func(b *hb) {
 			b.cycles(4, 0)
 		}},

@@ -169,7 +169,7 @@ func deadlockAnomaly(h *history.History, prev *Hold, from, to int64, n int, toEn
 // around then.
 func crashFault(h *history.History, hd *Hold) string {
 	for _, f := range h.Faults {
-		if c, ok := clientTarget(f.Target); ok && c == hd.Client && f.Start >= hd.Start && f.Start <= hd.End {
+		if c, ok := clientTarget(f.Target); ok && !f.Failed && c == hd.Client && f.Start >= hd.Start && f.Start <= hd.End {
 			return f.Name
 		}
 	}

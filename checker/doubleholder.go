@@ -109,7 +109,7 @@ func leaseCause(h *history.History, a, b *Hold, slack int64) (cause string, stal
 // could have lapsed by then.
 func renewalsStopped(h *history.History, a, b *Hold, ttl, slack int64) bool {
 	for _, f := range h.Faults {
-		if f.Client != a.Client || f.Start >= b.Start || f.End <= a.AcquireCall {
+		if f.Failed || f.Client != a.Client || f.Start >= b.Start || f.End <= a.AcquireCall {
 			continue
 		}
 		if f.Name == "clock-client" || f.Name == "failover" {
@@ -246,7 +246,7 @@ func checkLeaseContract(info history.RunInfo, doubles []Anomaly) Property {
 // (sessionCut) during a's hold, before b's grant.
 func sessionCutDuring(h *history.History, a, b *Hold) (history.Fault, bool) {
 	for _, f := range h.Faults {
-		if sessionCut(h.Info, f.Name) && !f.Failed && f.Start >= a.AcquireCall && f.Start < b.Start && f.Start < a.End {
+		if sessionCut(h.Info, f) && cutDuring(f.Start, a) && f.Start < b.Start {
 			return f, true
 		}
 	}

@@ -41,8 +41,11 @@ type Incremental struct {
 	byCli  map[int][]int64 // client -> its open OpIDs
 	queue  []int           // positions in h.Ops not yet read by the sweep, by invocation
 	held   map[int]*held   // client -> what it believes it holds (RunInfo.Session runs)
-	last   int64           // time of the latest event
-	ended  bool
+	// lastCut is when the last fault that ended every session began
+	// (sessionCut), -1 before any.
+	lastCut int64
+	last    int64 // time of the latest event
+	ended   bool
 
 	verdict Status // Pass while nothing is known against; Fail or Unknown once decided
 	found   []Anomaly
@@ -73,6 +76,7 @@ func NewIncremental(info history.RunInfo, opts Options) *Incremental {
 		faults:  map[int64]int{},
 		byCli:   map[int][]int64{},
 		held:    map[int]*held{},
+		lastCut: -1,
 		verdict: Pass,
 	}
 }
@@ -121,7 +125,12 @@ func (in *Incremental) Add(e history.Event) []Anomaly {
 		if e.Fault == "crash-client" && e.Client > 0 {
 			in.sessionEnd(e.Client, e.Time, endByExit) // as Holds ends the hold (clientLives)
 		}
-		if sessionCut(in.h.Info, e.Fault) {
+		// A fault that ends every session frees what is held now, and
+		// what an acquire running now is granted (withSessionEnds' rule).
+		// Whether it failed is not known yet: the online check takes it
+		// as struck, and may see a violation later than Check would.
+		if sessionCut(in.h.Info, in.h.Faults[len(in.h.Faults)-1]) {
+			in.lastCut = e.Time
 			for _, c := range slices.Sorted(maps.Keys(in.held)) {
 				in.sessionEnd(c, e.Time, endByServer)
 			}
@@ -164,6 +173,9 @@ func (in *Incremental) complete(i int, e history.Event) {
 			h.depth++
 		} else if h == nil {
 			in.held[o.Client] = &held{owner: o.Owner, depth: 1}
+		}
+		if in.lastCut >= o.Call {
+			in.sessionEnd(o.Client, e.Time, endByServer) // cut while it ran
 		}
 	}
 }

@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -150,7 +151,7 @@ func withSessionEnds(h *history.History, holds []Hold) *history.History {
 	}
 	var cuts []int64
 	for _, f := range h.Faults {
-		if sessionCut(h.Info, f.Name) && !f.Failed {
+		if sessionCut(h.Info, f) {
 			cuts = append(cuts, f.Start)
 		}
 	}
@@ -165,8 +166,11 @@ func withSessionEnds(h *history.History, holds []Hold) *history.History {
 			t, why = hd.End, endByExit
 		}
 		for _, c := range cuts {
-			if c >= hd.Start && c < hd.End && c < t {
-				t, why = c, endByServer
+			// A fault recorded while the acquire ran may have landed
+			// after its grant (a kill is recorded as it is sent): the
+			// lock may be gone from the hold's start on.
+			if cutDuring(c, &hd) && c < t {
+				t, why = max(c, hd.Start), endByServer
 			}
 		}
 		if why == "" {
@@ -234,12 +238,27 @@ const (
 	endByServer = "a server fault ended every session: the lock went with its holder's"
 )
 
-// sessionCut reports whether a fault named fault ends every session of a
-// session lock that is not kept alive by heartbeats (MariaDB's FOR UPDATE
-// and GET_LOCK live in the connection): a killed server restarts with no
-// connection, a failover moves the clients to a server that never saw
-// theirs. A lock kept alive by heartbeats (ZooKeeper, etcd) outlives a
+// sessionCut reports whether fault f ended every session of a session
+// lock that is not kept alive by heartbeats (MariaDB's FOR UPDATE and
+// GET_LOCK live in the connection): a killed primary restarts with no
+// connection (a killed replica had none of the clients'), a failover moves
+// the clients to a server that never saw theirs. A fault that failed ended
+// nothing. A lock kept alive by heartbeats (ZooKeeper, etcd) outlives a
 // server fault by design: its session moves to another server.
-func sessionCut(info history.RunInfo, fault string) bool {
-	return info.Session && !info.Renews && (fault == "kill" || fault == "failover")
+func sessionCut(info history.RunInfo, f history.Fault) bool {
+	if !info.Session || info.Renews || f.Failed {
+		return false
+	}
+	switch f.Name {
+	case "failover":
+		return true
+	case "kill":
+		// One server, or the kill says it took the primary.
+		return len(info.Servers) <= 1 || strings.HasSuffix(f.Detail, history.KilledPrimary)
+	}
+	return false
 }
+
+// cutDuring reports whether a session cut at c ended hd's session: it
+// came after hd's acquire was asked and before its hold ended.
+func cutDuring(c int64, hd *Hold) bool { return c >= hd.AcquireCall && c < hd.End }

@@ -45,15 +45,16 @@ func SessionCause(h *history.History, a, b *Hold) string {
 		return CauseSessionExpired
 	}
 	for _, f := range h.Faults {
-		if f.Start >= b.Start || f.End <= a.AcquireCall {
+		if f.Failed || f.Start >= b.Start || f.End <= a.AcquireCall {
 			continue
 		}
 		server := f.Name == "pause-server" || f.Name == "kill" || f.Name == "failover" || f.Name == "partition" && f.Client == 0
 		client := f.Client == a.Client && (f.Name == "pause" || f.Name == "partition" || f.Name == "crash-client")
 		switch {
 		case !info.Renews:
-			// No heartbeat to stop: only a server that lost its sessions.
-			if server && f.Name != "pause-server" {
+			// No heartbeat to stop: only a server that lost its
+			// sessions (a killed replica kept the primary's).
+			if sessionCut(info, f) || f.Name == "partition" && f.Client == 0 {
 				return CauseSessionExpired
 			}
 		case server || client:

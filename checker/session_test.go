@@ -169,37 +169,73 @@ func TestIdleSessionIsALease(t *testing.T) {
 	}
 }
 
-// A server fault that ends every session (a killed MariaDB restarts with
-// no connection; a failover moves the clients to a server that never saw
-// theirs) frees a session lock while its holder still believes it holds
-// it: the next grant is what the lock does (linearizable; the double holder
-// is session-expired, by design). A frozen server keeps its sessions, and so
-// does a lock kept alive by heartbeats (its session moves to another
-// server): there the grant is not linearizable.
+// A server fault that ends every session (a killed MariaDB primary
+// restarts with no connection; a failover moves the clients to a server
+// that never saw theirs) frees a session lock while its holder still
+// believes it holds it: the next grant is what the lock does (linearizable;
+// the double holder is session-expired, by design). A frozen server keeps
+// its sessions, a killed replica had none of them, a fault that failed did
+// nothing, and a lock kept alive by heartbeats outlives a server fault (its
+// session moves to another server): there the grant is not linearizable.
 func TestServerFaultEndsSessions(t *testing.T) {
 	for _, tc := range []struct {
-		fault  string
-		renews bool
-		want   Status
-	}{{"kill", false, Pass}, {"failover", false, Pass}, {"pause-server", false, Fail}, {"kill", true, Fail}} {
-		t.Run(fmt.Sprintf("%s renews=%v", tc.fault, tc.renews), func(t *testing.T) {
+		name    string
+		fault   string
+		detail  string // of the fault's start
+		end     string // of its end
+		servers int    // in the run header (0: not said)
+		renews  bool
+		during  bool // the fault began while the holder's acquire ran
+		want    Status
+		cause   string
+	}{
+		{name: "kill of the only server", fault: "kill", want: Pass, cause: CauseSessionExpired},
+		{name: "kill of the primary", fault: "kill", servers: 2, detail: "SIGKILL, " + history.KilledPrimary, want: Pass, cause: CauseSessionExpired},
+		{name: "kill recorded while the acquire ran", fault: "kill", during: true, want: Pass, cause: CauseSessionExpired},
+		{name: "failover", fault: "failover", servers: 2, want: Pass, cause: CauseSessionExpired},
+		{name: "kill of a replica", fault: "kill", servers: 2, detail: "SIGKILL, " + history.KilledReplica, want: Fail, cause: CauseSessionAlive},
+		{name: "kill that failed", fault: "kill", end: "failed: not running", want: Fail, cause: CauseSessionAlive},
+		{name: "frozen server", fault: "pause-server", want: Fail, cause: CauseSessionAlive},
+		{name: "heartbeats", fault: "kill", renews: true, want: Fail},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			b := newHB()
 			b.info.Session, b.info.Nemeses = true, []string{tc.fault}
+			for i := range tc.servers {
+				b.info.Servers = append(b.info.Servers, fmt.Sprintf("mysql-%d: mariadb", i+1))
+			}
 			if tc.renews {
 				b.info.Renews, b.info.Lease, b.info.TTLMillis = true, true, 10_000
+			} else {
+				b.info.IdleTimeoutMillis = 28_800_000 // MariaDB's default wait_timeout
 			}
+			at := 1001.0
+			if tc.during {
+				at = 995
+			}
+			b.fault++
+			b.add(at, history.Event{Type: history.FaultStart, Fault: tc.fault, FaultID: b.fault, Target: "mysql-1", Detail: tc.detail})
+			b.add(1400, history.Event{Type: history.FaultEnd, Fault: tc.fault, FaultID: b.fault, Target: "mysql-1", Detail: tc.end})
 			b.acq(1, 990, 1000, "a")
-			b.faultAt(tc.fault, "mysql-1", 1001, 1400)
 			b.acq(2, 1490, 1500, "b")
 			b.rel(1, 1700, 1701, "a", history.Fail, "-")
 			b.rel(2, 1800, 1801, "b", history.OK, "b")
 			b.cycles(10, 2000)
-			r := Check(b.build(t), DefaultOptions())
+			h := b.build(t)
+			r := Check(h, DefaultOptions())
 			require.Equal(t, string(tc.want), propStatus(t, r, "linearizable"), r.Why)
 			require.Equal(t, Unsafe, r.Verdict, "two clients held it at once either way")
-			p, found, _ := feed(t, b.events(), DefaultOptions())
-			require.Equal(t, tc.want, p.Status, "the incremental checker agrees")
-			require.Equal(t, tc.want == Fail, len(found) > 0)
+			if tc.cause != "" {
+				_, as := checkDoubleHolder(newFacts(h), 5e6)
+				require.NotEmpty(t, as)
+				require.Equal(t, tc.cause, as[0].Cause, as[0].Explanation)
+			}
+			if tc.end == "" {
+				// The online checker cannot know yet that a fault failed.
+				p, found, _ := feed(t, b.events(), DefaultOptions())
+				require.Equal(t, tc.want, p.Status, "the incremental checker agrees")
+				require.Equal(t, tc.want == Fail, len(found) > 0)
+			}
 		})
 	}
 }

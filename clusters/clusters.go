@@ -78,6 +78,13 @@ type Leader interface {
 	Leader(ctx context.Context) (Node, error)
 }
 
+// Primaried is a topology with one primary that every client's session
+// lives on (MariaDB): a kill of the primary ends every session, a kill of a
+// replica none.
+type Primaried interface {
+	Primary() Node
+}
+
 // Spec says what to start and where.
 type Spec struct {
 	Topology string            // e.g. "redis"
@@ -114,7 +121,7 @@ type ClockShifter interface {
 }
 
 // ClockReader is a node that tells its wall clock as its server sees it
-// (Redis TIME, MariaDB NOW()): a clock fault checks that its shift took
+// (Redis TIME, MariaDB @@timestamp): a clock fault checks that its shift took
 // effect, so a shim that is not in effect fails the run instead of
 // leaving a fault that shifted nothing to pass for one that struck.
 type ClockReader interface {

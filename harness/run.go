@@ -616,7 +616,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	})
 	env := &nemesis.Env{Recorder: rec, Cluster: cl, Workload: wl, TTL: ttl, Seed: o.Seed, Net: network, Params: o.Params}
 	nemErr := make(chan error, 1)
-	go func() { nemErr <- nemesis.RunAll(stop, env, nemeses) }()
+	go func() {
+		err := nemesis.RunAll(stop, env, nemeses)
+		if err != nil {
+			stopNow() // a fault that failed: the run is aborted now
+		}
+		nemErr <- err
+	}()
 	if !o.Quiet {
 		go progress(stop, out, rec, o.TimeLimit)
 	}

@@ -185,6 +185,15 @@ type RunInfo struct {
 	ClusterReused bool  `json:"cluster_reused,omitempty"`
 }
 
+// KilledPrimary ends the Detail of a kill that took down the server every
+// client's session lives on (clusters.Primaried: MariaDB's primary), and
+// KilledReplica that of one that did not: to a session lock, the first
+// ends every session, the second none.
+const (
+	KilledPrimary = "the primary: every session ends"
+	KilledReplica = "a replica: the primary's sessions live on"
+)
+
 // EndedEarly is the run-end Detail of a run that stopped as soon as the
 // online checker was certain of a violation (--stop-early).
 const EndedEarly = "stopped at the first violation (--stop-early)"

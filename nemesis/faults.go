@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -146,19 +147,31 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 	param := env.Params["pause-server"]
 	grants := grantSignal(env)
 	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
-		n, err := target(ctx, env, r, nodes, param)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil // the run ended while an election was under way
+		// Freeze right after a grant (as kill strikes): a server frozen
+		// while the lock is held is the case that tests the lock; one
+		// frozen while nobody held it proves nothing. The leader, when
+		// that is the target, is found first (asking an ensemble takes
+		// longer than a short hold); any other target after the grant,
+		// among the servers that granted it (Redlock).
+		var n clusters.Node
+		if param == "leader" {
+			var err error
+			if n, err = target(ctx, env, r, nodes, param); err != nil {
+				if ctx.Err() != nil {
+					return nil // the run ended while an election was under way
+				}
+				return err
 			}
-			return err
 		}
-		// Freeze right after a grant, the target found first (as kill):
-		// a server frozen while the lock is held is the case that tests
-		// the lock; one frozen while nobody held it proves nothing.
 		waitForGrant(ctx, env, grants, 2*env.TTL)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if n == nil {
+			var err error
+			if n, err = target(ctx, env, r, nodes, param); err != nil {
+				return err
+			}
 		}
 		d := scaled(r, env.TTL, 0.5, 2)
 		n, release := claimTurn(ctx, env, r, nodes, n, param)
@@ -170,13 +183,15 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 		end := fault(env, "pause-server", n.Name(), 0, fmt.Sprintf("%s for %s", how[0], d.Round(time.Millisecond)))
 		if err := n.Pause(); err != nil {
 			// Nothing froze: the history says so (the fault struck
-			// nothing) and the run goes on.
+			// nothing) and the run goes on. A pause that timed out may
+			// still land: thaw it, in case.
+			_ = n.Resume()
 			end("failed: " + err.Error())
 			release()
 			continue
 		}
 		sleepCtx(ctx, d)
-		err = n.Resume()
+		err := n.Resume()
 		end(how[1])
 		release()
 		if err != nil {
@@ -299,7 +314,17 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 		}
 		// Recorded as the kill is sent: on some backends it takes a
 		// while to land (docker kill: 50-300 ms).
-		end := fault(env, "kill", strings.Join(names, ","), 0, fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond)))
+		detail := fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond))
+		if p, ok := env.Cluster.(clusters.Primaried); ok {
+			// Whether the clients' sessions went with it (the checker
+			// reads this: history.KilledPrimary).
+			if slices.ContainsFunc(victims, func(n clusters.Node) bool { return n.Name() == p.Primary().Name() }) {
+				detail += ", " + history.KilledPrimary
+			} else {
+				detail += ", " + history.KilledReplica
+			}
+		}
+		end := fault(env, "kill", strings.Join(names, ","), 0, detail)
 		var errs []error
 		killed := make([]clusters.Node, 0, len(victims))
 		for _, n := range victims {

@@ -248,6 +248,10 @@ func Names() []string {
 
 // RunAll runs every nemesis until ctx is done and returns when all healed.
 func RunAll(ctx context.Context, env *Env, ns []Nemesis) error {
+	// The first error ends the others: the run is aborted, and should
+	// not go on to its time limit first.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(ns))
 	for i, n := range ns {
@@ -256,6 +260,7 @@ func RunAll(ctx context.Context, env *Env, ns []Nemesis) error {
 			defer wg.Done()
 			if err := n.Run(ctx, env); err != nil {
 				errs[i] = fmt.Errorf("nemesis %s: %w", n.Name(), err)
+				cancel()
 			}
 		}()
 	}

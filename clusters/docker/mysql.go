@@ -186,6 +186,13 @@ func (r *mysqlReplicated) setUp(ctx context.Context) error {
 	return r.replicateFrom(ctx, r.nodes[1], r.nodes[0], "")
 }
 
+// Primary returns the server that takes writes now.
+func (r *mysqlReplicated) Primary() clusters.Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodes[r.primary]
+}
+
 // Addrs lists the primary first: a client that cannot write to one server
 // moves on to the next.
 func (r *mysqlReplicated) Addrs() []string {

@@ -139,12 +139,12 @@ func (n *node) ShiftClock(offset time.Duration) error {
 	return os.Rename(tmp, n.clock)
 }
 
-// ReadClock asks a Redis server (TIME) or MariaDB (NOW(6)) for its wall
+// ReadClock asks a Redis server (TIME) or MariaDB (@@timestamp) for its wall
 // clock; the other servers run without the clock shim.
 func (n *node) ReadClock(ctx context.Context) (time.Time, error) {
 	switch {
 	case n.role == roleMySQL && n.mysql != nil:
-		us, err := n.mysql.queryString(ctx, "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)")
+		us, err := n.mysql.queryString(ctx, "SELECT CAST(@@timestamp * 1000000 AS SIGNED)")
 		if err != nil {
 			return time.Time{}, err
 		}

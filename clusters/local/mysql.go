@@ -146,6 +146,13 @@ type mysqlCluster struct {
 
 func (c *mysqlCluster) Topology() string { return c.topology }
 
+// Primary returns the server that takes writes now.
+func (c *mysqlCluster) Primary() clusters.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[c.primary]
+}
+
 func (c *mysqlCluster) Nodes() []clusters.Node {
 	out := make([]clusters.Node, len(c.nodes))
 	for i, n := range c.nodes {
@@ -491,13 +498,14 @@ func (n *mysqlNode) ShiftClock(offset time.Duration) error {
 	return writeClockOffset(n.clockFile, offset)
 }
 
-// ReadClock asks the server for its wall clock (NOW(6)).
+// ReadClock asks the server for its wall clock (@@timestamp: no time zone
+// in the way, as UNIX_TIMESTAMP(NOW()) has in a fall-back hour).
 func (n *mysqlNode) ReadClock(ctx context.Context) (time.Time, error) {
 	if n.admin == nil {
 		return time.Time{}, fmt.Errorf("%s is not running", n.name)
 	}
 	var us int64
-	if err := n.admin.QueryRowContext(ctx, "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)").Scan(&us); err != nil {
+	if err := n.admin.QueryRowContext(ctx, "SELECT CAST(@@timestamp * 1000000 AS SIGNED)").Scan(&us); err != nil {
 		return time.Time{}, err
 	}
 	return time.UnixMicro(us), nil
