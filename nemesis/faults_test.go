@@ -1,8 +1,10 @@
 package nemesis
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -59,4 +61,28 @@ func TestFailoverNeedsNetToIsolate(t *testing.T) {
 	}
 	_, err = ParseFailover("pause")
 	require.ErrorContains(t, err, "known: kill, isolate")
+}
+
+type failing struct{}
+
+func (failing) Name() string                    { return "failing" }
+func (failing) Run(context.Context, *Env) error { return errors.New("broken") }
+
+type waiting struct{}
+
+func (waiting) Name() string { return "waiting" }
+func (waiting) Run(ctx context.Context, _ *Env) error {
+	<-ctx.Done()
+	return nil
+}
+
+// One nemesis that fails ends the others: the run is aborted at once, not
+// at its time limit.
+func TestRunAllStopsAtTheFirstError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	err := RunAll(ctx, &Env{}, []Nemesis{waiting{}, failing{}})
+	require.ErrorContains(t, err, "nemesis failing: broken")
+	require.Less(t, time.Since(start), 5*time.Second)
 }
