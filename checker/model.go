@@ -104,7 +104,7 @@ type readerSets struct {
 	chunks, spare [][]reader
 }
 
-// chunkReaders is the size of a chunk of readers (512 kB).
+// chunkReaders is the largest size of a chunk of readers (512 kB).
 const chunkReaders = 1 << 14
 
 func newReaderSets() *readerSets {
@@ -185,10 +185,12 @@ func (t *readerSets) store(rs []reader) []reader {
 		return slices.Clone(rs)
 	}
 	if cap(t.chunk)-len(t.chunk) < len(rs) {
-		if n := len(t.spare); n > 0 {
+		if n := len(t.spare); n > 0 && cap(t.spare[n-1]) >= len(rs) {
 			t.chunk, t.spare = t.spare[n-1], t.spare[:n-1]
 		} else {
-			t.chunk = make([]reader, 0, chunkReaders)
+			// Small at first (a witness runs many small sweeps), then
+			// doubling.
+			t.chunk = make([]reader, 0, min(chunkReaders, max(256, 2*cap(t.chunk))))
 		}
 		t.chunks = append(t.chunks, t.chunk)
 	}
