@@ -431,6 +431,8 @@ type sweep struct {
 	irPools map[int32][]int32  // client -> pools of its indeterminate releases
 	irIndex map[[2]int32]int32 // client, owner (or orphanPool) -> its pool of indeterminate releases
 	iaIDs   []int32            // every acquire pool
+	// (read-write) the acquire pools of readers, and of writers
+	iaRead, iaWrite []int32
 
 	frontier, next []config
 	work, seen     []config
@@ -447,7 +449,8 @@ type sweep struct {
 	// read-write: the size of the reader sets' table that makes ret
 	// compact it, and the least it is set to (tests lower it).
 	compactAt, minCompact int
-	relOpen               []bool // expand (read-write): by client, a running release not placed in the node
+	relOpen               []bool  // expand (read-write): by client, a running release not placed in the node
+	relClients            []int32 // expand (read-write): those clients
 	// expand (read-write): anyWriter and xWriter of the node explored (0:
 	// not computed yet, 1 false, 2 true).
 	writerAny, writerX int8
@@ -589,6 +592,11 @@ func (s *sweep) addToPool(i int32) {
 		s.pools = append(s.pools, pool{kind: linAcquire, client: op.client, owner: op.owner, shared: op.shared, ops: []int32{i}})
 		s.iaPools[op.client] = append(s.iaPools[op.client], id)
 		s.iaIDs = append(s.iaIDs, id)
+		if op.shared {
+			s.iaRead = append(s.iaRead, id)
+		} else {
+			s.iaWrite = append(s.iaWrite, id)
+		}
 		return
 	}
 	key := op.owner
@@ -1006,10 +1014,12 @@ func (s *sweep) poolMoves(d *config, x int32) {
 		}
 	}
 	if !st.held() {
+		if s.m.rw {
+			s.lostAcquires(d, true, tryIA)
+			return
+		}
 		for _, id := range s.iaIDs {
-			if !s.m.rw || !s.lostReaderWaits(d, &s.pools[id]) {
-				tryIA(id)
-			}
+			tryIA(id)
 		}
 		return
 	}
@@ -1045,14 +1055,8 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 	// every reader's lease to have possibly run out by now; a lost reader
 	// (not reentrant) joins only for a release of its client that may free
 	// it (rwDeferrable).
-	writers := st.client != 0 || (s.m.lease && s.m.expiryAll(st) <= s.t)
+	s.lostAcquires(d, st.client != 0 || (s.m.lease && s.m.expiryAll(st) <= s.t), tryIA)
 	x := &s.ops[s.x]
-	for _, id := range s.iaIDs {
-		if p := &s.pools[id]; (!p.shared && !writers) || s.lostReaderWaits(d, p) {
-			continue
-		}
-		tryIA(id)
-	}
 	// The lost releases of a client whose leave can wait (rwDeferrable,
 	// without building their states).
 	writerOK := s.writerFits && x.kind == linAcquire && !x.shared && x.out == outOK
@@ -1077,15 +1081,38 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 	}
 }
 
-// lostReaderWaits reports (read-write locks) whether the next lost acquire
-// of pool p, if a reader's, can only wait (rwDeferrable, without building
-// its state): nobody holds d's lock with a writer, the lock is not
-// reentrant, no failed acquire returns on a free lock, and no release of
-// its client may free it.
-func (s *sweep) lostReaderWaits(d *config, p *pool) bool {
+// lostAcquires calls try with the pools of lost acquires worth trying in
+// d (read-write locks), without building their states: the writers' when
+// writers may take the lock, and the readers' but those that can only wait
+// (rwDeferrable: not reentrant, no writer holds, no failed acquire returns
+// on a free lock, and no release of its client may free it), found through
+// the clients with a release rather than by asking every pool.
+func (s *sweep) lostAcquires(d *config, writers bool, try func(int32)) {
+	if writers {
+		for _, id := range s.iaWrite {
+			try(id)
+		}
+	}
 	x := &s.ops[s.x]
-	return p.shared && d.s.client == 0 && !s.m.reentrant && !(x.out == outHeld && !d.s.held()) &&
-		!s.releasing(p.client) && (x.kind != linRelease || x.client != p.client)
+	if s.m.reentrant || d.s.client != 0 || (x.out == outHeld && !d.s.held()) {
+		for _, id := range s.iaRead {
+			try(id)
+		}
+		return
+	}
+	readersOf := func(c int32) {
+		for _, id := range s.iaPools[c] {
+			if s.pools[id].shared {
+				try(id)
+			}
+		}
+	}
+	for _, c := range s.relClients {
+		readersOf(c)
+	}
+	if x.kind == linRelease && !s.releasing(x.client) {
+		readersOf(x.client)
+	}
 }
 
 // rwDeferrable reports (read-write locks) whether move y, a reader joining
@@ -1312,12 +1339,16 @@ func (s *sweep) releasing(client int32) bool {
 // placed in d, the node explored, other than the returning operation.
 func (s *sweep) openReleases(d *config) {
 	clear(s.relOpen)
+	s.relClients = s.relClients[:0]
 	for _, y := range s.inflight {
 		if op := &s.ops[y]; op.kind == linRelease && y != s.x && d.hasLin(y) < 0 {
 			if int(op.client) >= len(s.relOpen) {
 				s.relOpen = append(s.relOpen, make([]bool, int(op.client)+1-len(s.relOpen))...)
 			}
-			s.relOpen[op.client] = true
+			if !s.relOpen[op.client] {
+				s.relOpen[op.client] = true
+				s.relClients = append(s.relClients, op.client)
+			}
 		}
 	}
 }

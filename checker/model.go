@@ -87,16 +87,25 @@ type reader struct {
 //
 // A set is found by a hash of its readers (no key to build: a step that
 // adds or removes one reader of fifty would otherwise copy them all into a
-// string and hash that), and compared reader by reader. A lock sweep owns
-// its table and compacts it (compact) to the sets it still uses, so that
-// memory follows the configurations open, not the length of the history.
+// string and hash that), and compared reader by reader. The sets are
+// stored in chunks of readers. A lock sweep owns its table and compacts it
+// (compact) to the sets it still uses, reusing the chunks of the others,
+// so that memory follows the configurations open, not the length of the
+// history, and a long check allocates a few chunks, not a set per step.
 type readerSets struct {
 	mu    sync.Mutex
 	sets  [][]reader
 	index map[uint64]int32 // hash -> the last set interned with it
 	next  []int32          // set -> the previous one with its hash (0: none)
 	hash  []uint64         // set -> its hash
+	// chunk is where the next set goes; chunks are those the sets are
+	// in, spare those free for reuse.
+	chunk         []reader
+	chunks, spare [][]reader
 }
+
+// chunkReaders is the largest size of a chunk of readers (512 kB).
+const chunkReaders = 1 << 14
 
 func newReaderSets() *readerSets {
 	return &readerSets{index: map[uint64]int32{}, sets: [][]reader{nil}, next: []int32{0}, hash: []uint64{0}}
@@ -149,9 +158,8 @@ func hashReaders(rs []reader) uint64 {
 	return h
 }
 
-// intern returns the id of the set of rs, which it keeps: the caller
-// hands rs over (a step builds each set afresh, so that it is not copied
-// again).
+// intern returns the id of the set of rs (which it may reorder, and does
+// not keep).
 func (t *readerSets) intern(rs []reader) int32 {
 	if len(rs) == 0 {
 		return 0
@@ -168,7 +176,27 @@ func (t *readerSets) intern(rs []reader) int32 {
 			return id
 		}
 	}
-	return t.add(rs, h, first)
+	return t.add(t.store(rs), h, first)
+}
+
+// store copies rs into a chunk.
+func (t *readerSets) store(rs []reader) []reader {
+	if len(rs) > chunkReaders/16 {
+		return slices.Clone(rs)
+	}
+	if cap(t.chunk)-len(t.chunk) < len(rs) {
+		if n := len(t.spare); n > 0 && cap(t.spare[n-1]) >= len(rs) {
+			t.chunk, t.spare = t.spare[n-1], t.spare[:n-1]
+		} else {
+			// Small at first (a witness runs many small sweeps), then
+			// doubling.
+			t.chunk = make([]reader, 0, min(chunkReaders, max(256, 2*cap(t.chunk))))
+		}
+		t.chunks = append(t.chunks, t.chunk)
+	}
+	k := len(t.chunk)
+	t.chunk = append(t.chunk, rs...)
+	return t.chunk[k:len(t.chunk):len(t.chunk)]
 }
 
 func (t *readerSets) add(rs []reader, h uint64, prev int32) int32 {
@@ -185,8 +213,9 @@ func (t *readerSets) add(rs []reader, h uint64, prev int32) int32 {
 func (t *readerSets) compact(ids []*int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	sets, hash := t.sets, t.hash
+	sets, hash, chunks := t.sets, t.hash, t.chunks
 	t.sets, t.next, t.hash = t.sets[:1:1], []int32{0}, []uint64{0}
+	t.chunk, t.chunks = nil, nil
 	t.index = make(map[uint64]int32, len(ids))
 	renum := make(map[int32]int32, len(ids))
 	for _, p := range ids {
@@ -196,10 +225,14 @@ func (t *readerSets) compact(ids []*int32) {
 		id, ok := renum[*p]
 		if !ok {
 			h := hash[*p]
-			id = t.add(sets[*p], h, t.index[h])
+			id = t.add(t.store(sets[*p]), h, t.index[h])
 			renum[*p] = id
 		}
 		*p = id
+	}
+	// The sets kept are copied out: the old chunks are free.
+	for _, c := range chunks {
+		t.spare = append(t.spare, c[:0])
 	}
 }
 
@@ -532,12 +565,14 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 		base = lockState{}
 	}
 	rs := m.readersOf(base)
+	// The sets are built in buf (intern copies them).
+	var buf [64]reader
 	if m.reentrant {
 		nested := false
 		for k, r := range rs {
 			if m.ownsHold(r.client, r.owner, in) {
 				nested = true
-				next := slices.Clone(rs)
+				next := append(buf[:0], rs...)
 				next[k].depth++
 				if m.lease {
 					next[k].acqRet = max(r.acqRet, in.ret)
@@ -558,13 +593,11 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 	}
 	// In order (intern sorts, but finds a sorted set faster).
 	k, _ := slices.BinarySearchFunc(rs, r, cmpReader)
-	next := make([]reader, 0, len(rs)+1)
-	next = append(append(append(next, rs[:k]...), r), rs[k:]...)
+	next := append(append(append(buf[:0], rs[:k]...), r), rs[k:]...)
 	return append(dst, m.withReaders(base, next, take))
 }
 
-// withReaders is s with readers rs (handed over to the reader sets), at
-// point t.
+// withReaders is s with readers rs, at point t.
 func (m lockModel) withReaders(s lockState, rs []reader, t int64) lockState {
 	if len(rs) == 0 {
 		return m.free(t)
@@ -584,6 +617,8 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 	if out == outUnknown {
 		dst = append(dst, s)
 	}
+	// The sets are built in buf (intern copies them).
+	var buf [64]reader
 	for k, r := range rs {
 		if !m.ownsHold(r.client, r.owner, in) {
 			continue
@@ -604,10 +639,10 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 			if t = max(lo, satAdd(r.acqCall, m.life())); t > in.ret {
 				continue
 			}
-			dst = append(dst, m.withReaders(s, slices.Delete(slices.Clone(rs), k, k+1), t))
+			dst = append(dst, m.withReaders(s, append(append(buf[:0], rs[:k]...), rs[k+1:]...), t))
 			continue
 		}
-		next := slices.Clone(rs)
+		next := append(buf[:0], rs...)
 		if r.depth > 1 {
 			next[k].depth--
 			if m.lease {
