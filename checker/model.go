@@ -142,32 +142,45 @@ func cmpReader(a, b reader) int {
 	return cmpInt64(int64(a.depth), int64(b.depth))
 }
 
+// hashReader hashes one reader. A set's hash is the sum of its readers'
+// (hashReaders), so that a step that adds, removes or changes one reader of
+// fifty finds its new set's hash from the old one's (withReaders) instead
+// of hashing them all again.
+func hashReader(r reader) uint64 {
+	h := (uint64(uint32(r.client)) | uint64(uint32(r.owner))<<32) * 0x9e3779b97f4a7c15
+	h ^= uint64(r.acqCall) * 0xc2b2ae3d27d4eb4f
+	h ^= uint64(r.acqRet)*0x165667b19e3779f9 + uint64(r.depth)
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 32
+	return h
+}
+
+// hashReaders is the hash of the set rs.
 func hashReaders(rs []reader) uint64 {
-	h := uint64(len(rs))
-	mix := func(v uint64) {
-		h ^= v
-		h *= 0x9e3779b97f4a7c15
-		h ^= h >> 29
-	}
+	var h uint64
 	for _, r := range rs {
-		mix(uint64(uint32(r.client)) | uint64(uint32(r.owner))<<32)
-		mix(uint64(r.depth))
-		mix(uint64(r.acqCall))
-		mix(uint64(r.acqRet))
+		h += hashReader(r)
 	}
 	return h
 }
 
-// intern returns the id of the set of rs (which it may reorder, and does
-// not keep).
-func (t *readerSets) intern(rs []reader) int32 {
+// getHashed returns set id (to read only) and its hash.
+func (t *readerSets) getHashed(id int32) ([]reader, uint64) {
+	if id == 0 {
+		return nil, 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sets[id], t.hash[id]
+}
+
+// internSorted returns the id of the set of rs, sorted, with h its hash
+// (hashReaders). It does not keep rs.
+func (t *readerSets) internSorted(rs []reader, h uint64) int32 {
 	if len(rs) == 0 {
 		return 0
 	}
-	if !slices.IsSortedFunc(rs, cmpReader) {
-		slices.SortFunc(rs, cmpReader)
-	}
-	h := hashReaders(rs)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	first := t.index[h]
@@ -564,7 +577,7 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 		}
 		base = lockState{}
 	}
-	rs := m.readersOf(base)
+	rs, h := m.readersHashed(base)
 	// The sets are built in buf (intern copies them).
 	var buf [64]reader
 	if m.reentrant {
@@ -577,7 +590,7 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 				if m.lease {
 					next[k].acqRet = max(r.acqRet, in.ret)
 				}
-				dst = append(dst, m.withReaders(base, next, take))
+				dst = append(dst, m.withReaders(base, next, take, h-hashReader(r)+hashReader(next[k]), false))
 			}
 		}
 		if nested {
@@ -591,18 +604,32 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 	if m.lease {
 		r.acqCall, r.acqRet = in.call, in.ret
 	}
-	// In order (intern sorts, but finds a sorted set faster).
+	// In order, as the sets are kept.
 	k, _ := slices.BinarySearchFunc(rs, r, cmpReader)
 	next := append(append(append(buf[:0], rs[:k]...), r), rs[k:]...)
-	return append(dst, m.withReaders(base, next, take))
+	return append(dst, m.withReaders(base, next, take, h+hashReader(r), true))
 }
 
-// withReaders is s with readers rs, at point t.
-func (m lockModel) withReaders(s lockState, rs []reader, t int64) lockState {
+// readersHashed returns the readers of s (to read only) and the hash of
+// their set (hashReaders).
+func (m lockModel) readersHashed(s lockState) ([]reader, uint64) {
+	if s.readers == 0 {
+		return nil, 0
+	}
+	return m.rs.getHashed(s.readers)
+}
+
+// withReaders is s with readers rs, at point t; h is the hash of rs
+// (hashReaders), sorted whether rs is in order already (one reader's depth
+// and lease changed may move it).
+func (m lockModel) withReaders(s lockState, rs []reader, t int64, h uint64, sorted bool) lockState {
 	if len(rs) == 0 {
 		return m.free(t)
 	}
-	s = lockState{readers: m.rs.intern(rs)}
+	if !sorted && !slices.IsSortedFunc(rs, cmpReader) {
+		slices.SortFunc(rs, cmpReader)
+	}
+	s = lockState{readers: m.rs.internSorted(rs, h)}
 	if m.lease {
 		s.now = t
 	}
@@ -612,7 +639,7 @@ func (m lockModel) withReaders(s lockState, rs []reader, t int64) lockState {
 // readRelease appends the states after release in with outcome out from s,
 // held by readers, at a point in [lo, in.ret].
 func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out linOutcome, lo int64) []lockState {
-	rs := m.readersOf(s)
+	rs, h := m.readersHashed(s)
 	owned := false
 	if out == outUnknown {
 		dst = append(dst, s)
@@ -639,19 +666,22 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 			if t = max(lo, satAdd(r.acqCall, m.life())); t > in.ret {
 				continue
 			}
-			dst = append(dst, m.withReaders(s, append(append(buf[:0], rs[:k]...), rs[k+1:]...), t))
+			dst = append(dst, m.withReaders(s, append(append(buf[:0], rs[:k]...), rs[k+1:]...), t, h-hashReader(r), true))
 			continue
 		}
-		next := append(buf[:0], rs...)
+		var next []reader
+		nh := h - hashReader(r)
 		if r.depth > 1 {
+			next = append(buf[:0], rs...)
 			next[k].depth--
 			if m.lease {
 				next[k].acqRet = max(r.acqRet, in.ret)
 			}
+			nh += hashReader(next[k])
 		} else {
-			next = slices.Delete(next, k, k+1)
+			next = append(append(buf[:0], rs[:k]...), rs[k+1:]...)
 		}
-		dst = append(dst, m.withReaders(s, next, t))
+		dst = append(dst, m.withReaders(s, next, t, nh, r.depth <= 1))
 	}
 	if out == outNotOwner && !owned {
 		dst = append(dst, m.at(s, lo))
