@@ -433,6 +433,7 @@ type sweep struct {
 	iaIDs   []int32            // every acquire pool
 	// (read-write) the acquire pools of readers, and of writers
 	iaRead, iaWrite []int32
+	iaReadOf        [][]int32 // (read-write) client -> the pools of its lost read acquires
 
 	frontier, next []config
 	work, seen     []config
@@ -594,6 +595,12 @@ func (s *sweep) addToPool(i int32) {
 		s.iaIDs = append(s.iaIDs, id)
 		if op.shared {
 			s.iaRead = append(s.iaRead, id)
+			if c := int(op.client); c >= 0 {
+				if c >= len(s.iaReadOf) {
+					s.iaReadOf = append(s.iaReadOf, make([][]int32, c+1-len(s.iaReadOf))...)
+				}
+				s.iaReadOf[c] = append(s.iaReadOf[c], id)
+			}
 		} else {
 			s.iaWrite = append(s.iaWrite, id)
 		}
@@ -1101,10 +1108,16 @@ func (s *sweep) lostAcquires(d *config, writers bool, try func(int32)) {
 		return
 	}
 	readersOf := func(c int32) {
-		for _, id := range s.iaPools[c] {
-			if s.pools[id].shared {
-				try(id)
+		if c < 0 || int(c) >= len(s.iaReadOf) {
+			for _, id := range s.iaPools[c] {
+				if s.pools[id].shared {
+					try(id)
+				}
 			}
+			return
+		}
+		for _, id := range s.iaReadOf[c] {
+			try(id)
 		}
 	}
 	for _, c := range s.relClients {

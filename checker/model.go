@@ -646,7 +646,10 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 	}
 	// The sets are built in buf (intern copies them).
 	var buf [64]reader
-	for k, r := range rs {
+	// The readers are sorted by client: only in's client's can be its.
+	k0, _ := slices.BinarySearchFunc(rs, in.client, func(r reader, c int32) int { return cmpInt64(int64(r.client), int64(c)) })
+	for k := k0; k < len(rs) && rs[k].client == in.client; k++ {
+		r := rs[k]
 		if !m.ownsHold(r.client, r.owner, in) {
 			continue
 		}
