@@ -1254,13 +1254,10 @@ func (s *sweep) deadlinePassed(st lockState) bool {
 	if s.passedOf == st.readers && s.passedAt == s.t {
 		return s.passed
 	}
-	s.passedOf, s.passedAt, s.passed = st.readers, s.t, false
-	for _, r := range s.m.readersOf(st) {
-		if satAdd(r.acqRet, s.m.ttl+s.m.slack) < s.t {
-			s.passed = true
-			break
-		}
-	}
+	// (satAdd is monotone: the reader with the earliest acqRet has the
+	// earliest deadline.)
+	s.passedOf, s.passedAt = st.readers, s.t
+	s.passed = st.readers != 0 && satAdd(s.m.rs.spanOf(st.readers).minRet, s.m.ttl+s.m.slack) < s.t
 	return s.passed
 }
 
@@ -1274,13 +1271,10 @@ func (s *sweep) mayExpire(st lockState, y *lockOp) bool {
 	if s.expiredOf == st.readers && s.expiredAt == s.t {
 		return s.expired
 	}
-	s.expiredOf, s.expiredAt, s.expired = st.readers, s.t, false
-	for _, r := range s.m.readersOf(st) {
-		if satAdd(r.acqCall, e) <= s.t {
-			s.expired = true
-			break
-		}
-	}
+	// (satAdd is monotone: the reader with the earliest acqCall expires
+	// first.)
+	s.expiredOf, s.expiredAt = st.readers, s.t
+	s.expired = st.readers != 0 && satAdd(s.m.rs.spanOf(st.readers).minCall, e) <= s.t
 	return s.expired
 }
 

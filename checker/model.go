@@ -98,6 +98,7 @@ type readerSets struct {
 	index map[uint64]int32 // hash -> the last set interned with it
 	next  []int32          // set -> the previous one with its hash (0: none)
 	hash  []uint64         // set -> its hash
+	span  []readerSpan     // set -> the span of its readers' grants
 	// chunk is where the next set goes; chunks are those the sets are
 	// in, spare those free for reuse.
 	chunk         []reader
@@ -108,7 +109,32 @@ type readerSets struct {
 const chunkReaders = 1 << 14
 
 func newReaderSets() *readerSets {
-	return &readerSets{index: map[uint64]int32{}, sets: [][]reader{nil}, next: []int32{0}, hash: []uint64{0}}
+	return &readerSets{index: map[uint64]int32{}, sets: [][]reader{nil}, next: []int32{0}, hash: []uint64{0}, span: []readerSpan{{}}}
+}
+
+// readerSpan is, for a set of readers, the earliest and latest acqCall
+// and the earliest acqRet among them: when the first and the last of their
+// leases may have run out, and when the first surely has.
+type readerSpan struct {
+	minCall, maxCall, minRet int64
+}
+
+func spanOf(rs []reader) readerSpan {
+	if len(rs) == 0 {
+		return readerSpan{}
+	}
+	sp := readerSpan{minCall: rs[0].acqCall, maxCall: rs[0].acqCall, minRet: rs[0].acqRet}
+	for _, r := range rs[1:] {
+		sp.minCall, sp.maxCall, sp.minRet = min(sp.minCall, r.acqCall), max(sp.maxCall, r.acqCall), min(sp.minRet, r.acqRet)
+	}
+	return sp
+}
+
+// spanOf returns the span of set id (id > 0).
+func (t *readerSets) spanOf(id int32) readerSpan {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.span[id]
 }
 
 // get returns set id (to read only).
@@ -217,6 +243,7 @@ func (t *readerSets) add(rs []reader, h uint64, prev int32) int32 {
 	t.sets = append(t.sets, rs)
 	t.next = append(t.next, prev)
 	t.hash = append(t.hash, h)
+	t.span = append(t.span, spanOf(rs))
 	t.index[h] = id
 	return id
 }
@@ -227,7 +254,7 @@ func (t *readerSets) compact(ids []*int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	sets, hash, chunks := t.sets, t.hash, t.chunks
-	t.sets, t.next, t.hash = t.sets[:1:1], []int32{0}, []uint64{0}
+	t.sets, t.next, t.hash, t.span = t.sets[:1:1], []int32{0}, []uint64{0}, []readerSpan{{}}
 	t.chunk, t.chunks = nil, nil
 	t.index = make(map[uint64]int32, len(ids))
 	renum := make(map[int32]int32, len(ids))
@@ -374,8 +401,9 @@ func (m lockModel) expiryAll(s lockState) int64 {
 	if s.client != 0 {
 		e = m.expiry(s)
 	}
-	for _, r := range m.readersOf(s) {
-		e = max(e, satAdd(r.acqCall, m.life()))
+	if s.readers != 0 {
+		// (satAdd is monotone: the latest acqCall gives the latest.)
+		e = max(e, satAdd(m.rs.spanOf(s.readers).maxCall, m.life()))
 	}
 	return e
 }

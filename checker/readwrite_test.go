@@ -112,13 +112,14 @@ func TestReaderSetsCompaction(t *testing.T) {
 		require.Equal(t, a.stats, b.stats, "seed %d", seed)
 		b.compactSets()
 		require.LessOrEqual(t, b.m.rs.size(), len(b.frontier)+1, "seed %d", seed)
-		// Every set is in order and its hash, found step by step, is
-		// that of its readers.
+		// Every set is in order, and its hash, found step by step, and
+		// its span are those of its readers.
 		for _, s := range []*sweep{a, b} {
 			for id := int32(1); int(id) < s.m.rs.size(); id++ {
 				rs, h := s.m.rs.getHashed(id)
 				require.True(t, slices.IsSortedFunc(rs, cmpReader), "seed %d", seed)
 				require.Equal(t, hashReaders(rs), h, "seed %d", seed)
+				require.Equal(t, spanOf(rs), s.m.rs.spanOf(id), "seed %d", seed)
 			}
 		}
 	}
