@@ -103,6 +103,12 @@ type readerSets struct {
 	// in, spare those free for reuse.
 	chunk         []reader
 	chunks, spare [][]reader
+	// The tables of the sets before the last compaction, for the next
+	// one to reuse.
+	oldSets [][]reader
+	oldNext []int32
+	oldHash []uint64
+	oldSpan []readerSpan
 }
 
 // chunkReaders is the largest size of a chunk of readers (512 kB).
@@ -253,10 +259,11 @@ func (t *readerSets) add(rs []reader, h uint64, prev int32) int32 {
 func (t *readerSets) compact(ids []*int32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	sets, hash, chunks := t.sets, t.hash, t.chunks
-	t.sets, t.next, t.hash, t.span = t.sets[:1:1], []int32{0}, []uint64{0}, []readerSpan{{}}
+	sets, next, hash, span, chunks := t.sets, t.next, t.hash, t.span, t.chunks
+	t.sets, t.next = append(t.oldSets[:0], nil), append(t.oldNext[:0], 0)
+	t.hash, t.span = append(t.oldHash[:0], 0), append(t.oldSpan[:0], readerSpan{})
 	t.chunk, t.chunks = nil, nil
-	t.index = make(map[uint64]int32, len(ids))
+	clear(t.index)
 	renum := make(map[int32]int32, len(ids))
 	for _, p := range ids {
 		if *p == 0 {
@@ -270,6 +277,8 @@ func (t *readerSets) compact(ids []*int32) {
 		}
 		*p = id
 	}
+	clear(sets)
+	t.oldSets, t.oldNext, t.oldHash, t.oldSpan = sets[:0], next[:0], hash[:0], span[:0]
 	// The sets kept are copied out: the old chunks are free.
 	for _, c := range chunks {
 		t.spare = append(t.spare, c[:0])
