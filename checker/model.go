@@ -136,6 +136,20 @@ func spanOf(rs []reader) readerSpan {
 	return sp
 }
 
+// spanWith is sp, the span of n readers, with r added.
+func spanWith(sp readerSpan, n int, r reader) readerSpan {
+	if n == 0 {
+		return readerSpan{minCall: r.acqCall, maxCall: r.acqCall, minRet: r.acqRet}
+	}
+	return readerSpan{minCall: min(sp.minCall, r.acqCall), maxCall: max(sp.maxCall, r.acqCall), minRet: min(sp.minRet, r.acqRet)}
+}
+
+// inside reports whether sp stays the span of its set when r, one of its
+// readers, is removed or has its acqRet raised: r is at none of its ends.
+func (sp readerSpan) inside(r reader) bool {
+	return r.acqCall > sp.minCall && r.acqCall < sp.maxCall && r.acqRet > sp.minRet
+}
+
 // spanOf returns the span of set id (id > 0).
 func (t *readerSets) spanOf(id int32) readerSpan {
 	t.mu.Lock()
@@ -197,19 +211,19 @@ func hashReaders(rs []reader) uint64 {
 	return h
 }
 
-// getHashed returns set id (to read only) and its hash.
-func (t *readerSets) getHashed(id int32) ([]reader, uint64) {
+// getHashed returns set id (to read only), its hash and its span.
+func (t *readerSets) getHashed(id int32) ([]reader, uint64, readerSpan) {
 	if id == 0 {
-		return nil, 0
+		return nil, 0, readerSpan{}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sets[id], t.hash[id]
+	return t.sets[id], t.hash[id], t.span[id]
 }
 
 // internSorted returns the id of the set of rs, sorted, with h its hash
 // (hashReaders). It does not keep rs.
-func (t *readerSets) internSorted(rs []reader, h uint64) int32 {
+func (t *readerSets) internSorted(rs []reader, h uint64, sp *readerSpan) int32 {
 	if len(rs) == 0 {
 		return 0
 	}
@@ -221,7 +235,7 @@ func (t *readerSets) internSorted(rs []reader, h uint64) int32 {
 			return id
 		}
 	}
-	return t.add(t.store(rs), h, first)
+	return t.add(t.store(rs), h, first, sp)
 }
 
 // store copies rs into a chunk.
@@ -244,12 +258,17 @@ func (t *readerSets) store(rs []reader) []reader {
 	return t.chunk[k:len(t.chunk):len(t.chunk)]
 }
 
-func (t *readerSets) add(rs []reader, h uint64, prev int32) int32 {
+// add adds set rs with hash h and span *sp (nil: to compute).
+func (t *readerSets) add(rs []reader, h uint64, prev int32, sp *readerSpan) int32 {
 	id := int32(len(t.sets))
 	t.sets = append(t.sets, rs)
 	t.next = append(t.next, prev)
 	t.hash = append(t.hash, h)
-	t.span = append(t.span, spanOf(rs))
+	if sp == nil {
+		t.span = append(t.span, spanOf(rs))
+	} else {
+		t.span = append(t.span, *sp)
+	}
 	t.index[h] = id
 	return id
 }
@@ -272,7 +291,7 @@ func (t *readerSets) compact(ids []*int32) {
 		id, ok := renum[*p]
 		if !ok {
 			h := hash[*p]
-			id = t.add(t.store(sets[*p]), h, t.index[h])
+			id = t.add(t.store(sets[*p]), h, t.index[h], &span[*p])
 			renum[*p] = id
 		}
 		*p = id
@@ -614,7 +633,7 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 		}
 		base = lockState{}
 	}
-	rs, h := m.readersHashed(base)
+	rs, h, sp := m.readersHashed(base)
 	// The sets are built in buf (intern copies them).
 	var buf [64]reader
 	if m.reentrant {
@@ -627,7 +646,11 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 				if m.lease {
 					next[k].acqRet = max(r.acqRet, in.ret)
 				}
-				dst = append(dst, m.withReaders(base, next, take, h-hashReader(r)+hashReader(next[k]), false))
+				nsp := &sp
+				if !sp.inside(r) {
+					nsp = nil
+				}
+				dst = append(dst, m.withReaders(base, next, take, h-hashReader(r)+hashReader(next[k]), false, nsp))
 			}
 		}
 		if nested {
@@ -644,29 +667,30 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 	// In order, as the sets are kept.
 	k, _ := slices.BinarySearchFunc(rs, r, cmpReader)
 	next := append(append(append(buf[:0], rs[:k]...), r), rs[k:]...)
-	return append(dst, m.withReaders(base, next, take, h+hashReader(r), true))
+	nsp := spanWith(sp, len(rs), r)
+	return append(dst, m.withReaders(base, next, take, h+hashReader(r), true, &nsp))
 }
 
-// readersHashed returns the readers of s (to read only) and the hash of
-// their set (hashReaders).
-func (m lockModel) readersHashed(s lockState) ([]reader, uint64) {
+// readersHashed returns the readers of s (to read only), the hash of
+// their set (hashReaders) and its span.
+func (m lockModel) readersHashed(s lockState) ([]reader, uint64, readerSpan) {
 	if s.readers == 0 {
-		return nil, 0
+		return nil, 0, readerSpan{}
 	}
 	return m.rs.getHashed(s.readers)
 }
 
 // withReaders is s with readers rs, at point t; h is the hash of rs
 // (hashReaders), sorted whether rs is in order already (one reader's depth
-// and lease changed may move it).
-func (m lockModel) withReaders(s lockState, rs []reader, t int64, h uint64, sorted bool) lockState {
+// and lease changed may move it), sp its span (nil: to compute).
+func (m lockModel) withReaders(s lockState, rs []reader, t int64, h uint64, sorted bool, sp *readerSpan) lockState {
 	if len(rs) == 0 {
 		return m.free(t)
 	}
 	if !sorted && !slices.IsSortedFunc(rs, cmpReader) {
 		slices.SortFunc(rs, cmpReader)
 	}
-	s = lockState{readers: m.rs.internSorted(rs, h)}
+	s = lockState{readers: m.rs.internSorted(rs, h, sp)}
 	if m.lease {
 		s.now = t
 	}
@@ -676,7 +700,7 @@ func (m lockModel) withReaders(s lockState, rs []reader, t int64, h uint64, sort
 // readRelease appends the states after release in with outcome out from s,
 // held by readers, at a point in [lo, in.ret].
 func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out linOutcome, lo int64) []lockState {
-	rs, h := m.readersHashed(s)
+	rs, h, sp := m.readersHashed(s)
 	owned := false
 	if out == outUnknown {
 		dst = append(dst, s)
@@ -691,6 +715,12 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 			continue
 		}
 		owned = true
+		// Without r, or with its acqRet raised, the span stays unless r
+		// was at one of its ends.
+		nsp := &sp
+		if !sp.inside(r) {
+			nsp = nil
+		}
 		t := lo
 		switch out {
 		case outOK:
@@ -706,7 +736,7 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 			if t = max(lo, satAdd(r.acqCall, m.life())); t > in.ret {
 				continue
 			}
-			dst = append(dst, m.withReaders(s, append(append(buf[:0], rs[:k]...), rs[k+1:]...), t, h-hashReader(r), true))
+			dst = append(dst, m.withReaders(s, append(append(buf[:0], rs[:k]...), rs[k+1:]...), t, h-hashReader(r), true, nsp))
 			continue
 		}
 		var next []reader
@@ -721,7 +751,7 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 		} else {
 			next = append(append(buf[:0], rs[:k]...), rs[k+1:]...)
 		}
-		dst = append(dst, m.withReaders(s, next, t, nh, r.depth <= 1))
+		dst = append(dst, m.withReaders(s, next, t, nh, r.depth <= 1, nsp))
 	}
 	if out == outNotOwner && !owned {
 		dst = append(dst, m.at(s, lo))
