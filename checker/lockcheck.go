@@ -443,7 +443,6 @@ type sweep struct {
 	order          []int32
 	deferred       []int32 // expand: running no-op operations of the node explored
 	deferDone      []bool
-	movable        []int32 // expand: the other running operations of the node explored, not placed nor deferred
 	bufNoop        []lockState
 	bufReach       []lockState
 	reach          bool // prune (read-write): dominance may place moves (reaches)
@@ -786,16 +785,11 @@ func (s *sweep) expand(c *config, x int32) {
 		s.work = s.work[:len(s.work)-1]
 		d := &s.node
 		s.stats.Explored++
-		s.deferred, s.deferDone, s.movable = s.deferred[:0], s.deferDone[:0], s.movable[:0]
+		s.deferred, s.deferDone = s.deferred[:0], s.deferDone[:0]
 		for _, y := range s.inflight {
-			if y == x || d.hasLin(y) >= 0 {
-				continue
-			}
-			if s.noop(d.s, y) {
+			if y != x && d.hasLin(y) < 0 && s.noop(d.s, y) {
 				s.deferred = append(s.deferred, y)
 				s.deferDone = append(s.deferDone, false)
-			} else {
-				s.movable = append(s.movable, y)
 			}
 		}
 		s.cur, s.x = d, x
@@ -805,8 +799,10 @@ func (s *sweep) expand(c *config, x int32) {
 			s.writerAny, s.writerX = 0, 0
 		}
 		s.apply(d, x, -1, true)
-		for _, y := range s.movable {
-			s.apply(d, y, -1, false)
+		for _, y := range s.inflight {
+			if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
+				s.apply(d, y, -1, false)
+			}
 		}
 		s.poolMoves(d, x)
 		if len(s.seen) > s.bound/4+64 {

@@ -136,20 +136,6 @@ func spanOf(rs []reader) readerSpan {
 	return sp
 }
 
-// spanWith is sp, the span of n readers, with r added.
-func spanWith(sp readerSpan, n int, r reader) readerSpan {
-	if n == 0 {
-		return readerSpan{minCall: r.acqCall, maxCall: r.acqCall, minRet: r.acqRet}
-	}
-	return readerSpan{minCall: min(sp.minCall, r.acqCall), maxCall: max(sp.maxCall, r.acqCall), minRet: min(sp.minRet, r.acqRet)}
-}
-
-// inside reports whether sp stays the span of its set when r, one of its
-// readers, is removed or has its acqRet raised: r is at none of its ends.
-func (sp readerSpan) inside(r reader) bool {
-	return r.acqCall > sp.minCall && r.acqCall < sp.maxCall && r.acqRet > sp.minRet
-}
-
 // spanOf returns the span of set id (id > 0).
 func (t *readerSets) spanOf(id int32) readerSpan {
 	t.mu.Lock()
@@ -211,19 +197,19 @@ func hashReaders(rs []reader) uint64 {
 	return h
 }
 
-// getHashed returns set id (to read only), its hash and its span.
-func (t *readerSets) getHashed(id int32) ([]reader, uint64, readerSpan) {
+// getHashed returns set id (to read only) and its hash.
+func (t *readerSets) getHashed(id int32) ([]reader, uint64) {
 	if id == 0 {
-		return nil, 0, readerSpan{}
+		return nil, 0
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sets[id], t.hash[id], t.span[id]
+	return t.sets[id], t.hash[id]
 }
 
 // internSorted returns the id of the set of rs, sorted, with h its hash
 // (hashReaders). It does not keep rs.
-func (t *readerSets) internSorted(rs []reader, h uint64, sp *readerSpan) int32 {
+func (t *readerSets) internSorted(rs []reader, h uint64) int32 {
 	if len(rs) == 0 {
 		return 0
 	}
@@ -235,7 +221,7 @@ func (t *readerSets) internSorted(rs []reader, h uint64, sp *readerSpan) int32 {
 			return id
 		}
 	}
-	return t.add(t.store(rs), h, first, sp)
+	return t.add(t.store(rs), h, first)
 }
 
 // store copies rs into a chunk.
@@ -258,17 +244,12 @@ func (t *readerSets) store(rs []reader) []reader {
 	return t.chunk[k:len(t.chunk):len(t.chunk)]
 }
 
-// add adds set rs with hash h and span *sp (nil: to compute).
-func (t *readerSets) add(rs []reader, h uint64, prev int32, sp *readerSpan) int32 {
+func (t *readerSets) add(rs []reader, h uint64, prev int32) int32 {
 	id := int32(len(t.sets))
 	t.sets = append(t.sets, rs)
 	t.next = append(t.next, prev)
 	t.hash = append(t.hash, h)
-	if sp == nil {
-		t.span = append(t.span, spanOf(rs))
-	} else {
-		t.span = append(t.span, *sp)
-	}
+	t.span = append(t.span, spanOf(rs))
 	t.index[h] = id
 	return id
 }
@@ -291,7 +272,7 @@ func (t *readerSets) compact(ids []*int32) {
 		id, ok := renum[*p]
 		if !ok {
 			h := hash[*p]
-			id = t.add(t.store(sets[*p]), h, t.index[h], &span[*p])
+			id = t.add(t.store(sets[*p]), h, t.index[h])
 			renum[*p] = id
 		}
 		*p = id
@@ -633,7 +614,7 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 		}
 		base = lockState{}
 	}
-	rs, h, sp := m.readersHashed(base)
+	rs, h := m.readersHashed(base)
 	// The sets are built in buf (intern copies them).
 	var buf [64]reader
 	if m.reentrant {
@@ -646,11 +627,7 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 				if m.lease {
 					next[k].acqRet = max(r.acqRet, in.ret)
 				}
-				nsp := &sp
-				if !sp.inside(r) {
-					nsp = nil
-				}
-				dst = append(dst, m.withReaders(base, next, take, h-hashReader(r)+hashReader(next[k]), false, nsp))
+				dst = append(dst, m.withReaders(base, next, take, h-hashReader(r)+hashReader(next[k]), false))
 			}
 		}
 		if nested {
@@ -667,30 +644,29 @@ func (m lockModel) readAcquire(dst []lockState, s lockState, in *lockOp, lo int6
 	// In order, as the sets are kept.
 	k, _ := slices.BinarySearchFunc(rs, r, cmpReader)
 	next := append(append(append(buf[:0], rs[:k]...), r), rs[k:]...)
-	nsp := spanWith(sp, len(rs), r)
-	return append(dst, m.withReaders(base, next, take, h+hashReader(r), true, &nsp))
+	return append(dst, m.withReaders(base, next, take, h+hashReader(r), true))
 }
 
-// readersHashed returns the readers of s (to read only), the hash of
-// their set (hashReaders) and its span.
-func (m lockModel) readersHashed(s lockState) ([]reader, uint64, readerSpan) {
+// readersHashed returns the readers of s (to read only) and the hash of
+// their set (hashReaders).
+func (m lockModel) readersHashed(s lockState) ([]reader, uint64) {
 	if s.readers == 0 {
-		return nil, 0, readerSpan{}
+		return nil, 0
 	}
 	return m.rs.getHashed(s.readers)
 }
 
 // withReaders is s with readers rs, at point t; h is the hash of rs
 // (hashReaders), sorted whether rs is in order already (one reader's depth
-// and lease changed may move it), sp its span (nil: to compute).
-func (m lockModel) withReaders(s lockState, rs []reader, t int64, h uint64, sorted bool, sp *readerSpan) lockState {
+// and lease changed may move it).
+func (m lockModel) withReaders(s lockState, rs []reader, t int64, h uint64, sorted bool) lockState {
 	if len(rs) == 0 {
 		return m.free(t)
 	}
 	if !sorted && !slices.IsSortedFunc(rs, cmpReader) {
 		slices.SortFunc(rs, cmpReader)
 	}
-	s = lockState{readers: m.rs.internSorted(rs, h, sp)}
+	s = lockState{readers: m.rs.internSorted(rs, h)}
 	if m.lease {
 		s.now = t
 	}
@@ -700,7 +676,7 @@ func (m lockModel) withReaders(s lockState, rs []reader, t int64, h uint64, sort
 // readRelease appends the states after release in with outcome out from s,
 // held by readers, at a point in [lo, in.ret].
 func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out linOutcome, lo int64) []lockState {
-	rs, h, sp := m.readersHashed(s)
+	rs, h := m.readersHashed(s)
 	owned := false
 	if out == outUnknown {
 		dst = append(dst, s)
@@ -715,12 +691,6 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 			continue
 		}
 		owned = true
-		// Without r, or with its acqRet raised, the span stays unless r
-		// was at one of its ends.
-		nsp := &sp
-		if !sp.inside(r) {
-			nsp = nil
-		}
 		t := lo
 		switch out {
 		case outOK:
@@ -736,7 +706,7 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 			if t = max(lo, satAdd(r.acqCall, m.life())); t > in.ret {
 				continue
 			}
-			dst = append(dst, m.withReaders(s, append(append(buf[:0], rs[:k]...), rs[k+1:]...), t, h-hashReader(r), true, nsp))
+			dst = append(dst, m.withReaders(s, append(append(buf[:0], rs[:k]...), rs[k+1:]...), t, h-hashReader(r), true))
 			continue
 		}
 		var next []reader
@@ -751,7 +721,7 @@ func (m lockModel) readRelease(dst []lockState, s lockState, in *lockOp, out lin
 		} else {
 			next = append(append(buf[:0], rs[:k]...), rs[k+1:]...)
 		}
-		dst = append(dst, m.withReaders(s, next, t, nh, r.depth <= 1, nsp))
+		dst = append(dst, m.withReaders(s, next, t, nh, r.depth <= 1))
 	}
 	if out == outNotOwner && !owned {
 		dst = append(dst, m.at(s, lo))
