@@ -109,20 +109,18 @@ func (b *hb) write(c int, call, ret float64, typ history.Type, value, prev, tok 
 // faultAt adds a fault; a target "client N" names the client it hit, as
 // the harness records it.
 func (b *hb) faultAt(name, target string, start, end float64) {
-	b.fault++
-	c, _ := clientTarget(target)
-	b.add(start, history.Event{Type: history.FaultStart, Fault: name, FaultID: b.fault, Target: target, Client: c})
-	if end >= 0 {
-		b.add(end, history.Event{Type: history.FaultEnd, Fault: name, FaultID: b.fault, Target: target, Client: c})
-	}
+	b.faultWith(name, target, start, end, "", "")
 }
 
-// failedFault adds a fault that never took effect (its end says so).
-func (b *hb) failedFault(name, target string, start, end float64) {
+// faultWith adds a fault whose start and end say detail and endDetail (a
+// negative end: never healed).
+func (b *hb) faultWith(name, target string, start, end float64, detail, endDetail string) {
 	b.fault++
 	c, _ := clientTarget(target)
-	b.add(start, history.Event{Type: history.FaultStart, Fault: name, FaultID: b.fault, Target: target, Client: c})
-	b.add(end, history.Event{Type: history.FaultEnd, Fault: name, FaultID: b.fault, Target: target, Client: c, Detail: "failed: the clock shim is not in effect"})
+	b.add(start, history.Event{Type: history.FaultStart, Fault: name, FaultID: b.fault, Target: target, Client: c, Detail: detail})
+	if end >= 0 {
+		b.add(end, history.Event{Type: history.FaultEnd, Fault: name, FaultID: b.fault, Target: target, Client: c, Detail: endDetail})
+	}
 }
 
 func (b *hb) clientLife(c int, start, end float64) {

@@ -69,14 +69,12 @@ func TestVerdict(t *testing.T) {
 		// effect) proves nothing.
 		{name: "a fault that failed to take effect", verdict: Inconclusive, why: "every clock fault failed to take effect", build: func(b *hb) {
 			b.info.Nemeses = []string{"clock"}
-			b.failedFault("clock", "redis-1", 2, 3)
+			b.faultWith("clock", "redis-1", 2, 3, "", "failed: the clock shim did not take effect")
 			b.cycles(12, 0)
 		}},
 		{name: "a kill of a replica", verdict: Inconclusive, why: "no kill fault started while a client held the lock", build: func(b *hb) {
 			b.info.Nemeses = []string{"kill"}
-			b.fault++
-			b.add(2, history.Event{Type: history.FaultStart, Fault: "kill", FaultID: b.fault, Target: "mysql-2", Detail: "SIGKILL, " + history.KilledReplica})
-			b.add(3, history.Event{Type: history.FaultEnd, Fault: "kill", FaultID: b.fault, Target: "mysql-2", Detail: "restarted"})
+			b.faultWith("kill", "mysql-2", 2, 3, "SIGKILL, "+history.KilledReplica, "restarted")
 			b.cycles(12, 0)
 		}},
 		{name: "too few acquires", verdict: Inconclusive, why: "only 4 successful acquires (at least 10 needed)", build: func(b *hb) {

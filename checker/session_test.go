@@ -213,9 +213,7 @@ func TestServerFaultEndsSessions(t *testing.T) {
 			if tc.during {
 				at = 995
 			}
-			b.fault++
-			b.add(at, history.Event{Type: history.FaultStart, Fault: tc.fault, FaultID: b.fault, Target: "mysql-1", Detail: tc.detail})
-			b.add(1400, history.Event{Type: history.FaultEnd, Fault: tc.fault, FaultID: b.fault, Target: "mysql-1", Detail: tc.end})
+			b.faultWith(tc.fault, "mysql-1", at, 1400, tc.detail, tc.end)
 			b.acq(1, 990, 1000, "a")
 			b.acq(2, 1490, 1500, "b")
 			b.rel(1, 1700, 1701, "a", history.Fail, "-")

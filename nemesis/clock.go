@@ -130,22 +130,24 @@ func (*clock) Run(ctx context.Context, env *Env) error {
 					mu.Unlock()
 				}
 			}
-			detail := "clocks back to real time"
-			if err != nil {
-				// A fault that shifted nothing did not strike (the
-				// checker reads "failed").
-				detail = "failed: " + err.Error()
-			} else {
+			if err == nil {
 				sleepCtx(ctx, d)
 			}
 			var errs []error
 			for _, n := range targets {
 				errs = append(errs, n.(clusters.ClockShifter).ShiftClock(0))
 			}
-			if err := errors.Join(errs...); err != nil && detail == "clocks back to real time" {
-				detail = "reset failed: " + err.Error()
+			resetErr := errors.Join(errs...)
+			switch {
+			case err != nil:
+				// A fault that shifted nothing did not strike (the
+				// checker reads "failed").
+				end("failed: " + err.Error())
+			case resetErr != nil:
+				end("reset failed: " + resetErr.Error())
+			default:
+				end("clocks back to real time")
 			}
-			end(detail)
 			mu.Lock()
 			busy = false
 			next = time.Now().Add(cool)

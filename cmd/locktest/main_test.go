@@ -129,19 +129,7 @@ func TestInterrupt(t *testing.T) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
-	hist := filepath.Join(store, "latest", "history.jsonl")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		b, _ := os.ReadFile(hist)
-		if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("no pause began within 30s; output:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	hist := waitForFault(t, cmd, store, 30*time.Second, &out)
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -269,20 +257,7 @@ func startUntilFault(t *testing.T, env []string, store, stateDir string, limit t
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	require.NoError(t, cmd.Start())
-	hist := filepath.Join(store, "latest", "history.jsonl")
-	deadline := time.Now().Add(limit)
-	for {
-		b, _ := os.ReadFile(hist)
-		if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatalf("no fault within %s", limit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForFault(t, cmd, store, limit, nil)
 	states, _ := filepath.Glob(filepath.Join(stateDir, "*.json"))
 	require.Len(t, states, 1)
 	var st runstate.State
@@ -290,4 +265,29 @@ func startUntilFault(t *testing.T, env []string, store, stateDir string, limit t
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &st))
 	return cmd, st
+}
+
+// waitForFault returns, with the path of its history, once the run cmd
+// started under store has a fault in effect (started, not yet healed); it
+// kills cmd and fails t after limit, with out (the run's output) if given.
+func waitForFault(t *testing.T, cmd *exec.Cmd, store string, limit time.Duration, out *bytes.Buffer) string {
+	t.Helper()
+	hist := filepath.Join(store, "latest", "history.jsonl")
+	deadline := time.Now().Add(limit)
+	for {
+		b, _ := os.ReadFile(hist)
+		if bytes.Count(b, []byte(`"fault-start"`)) > bytes.Count(b, []byte(`"fault-end"`)) {
+			return hist
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			output := ""
+			if out != nil {
+				output = "; output:\n" + out.String()
+			}
+			t.Fatalf("no fault within %s%s", limit, output)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
