@@ -183,7 +183,7 @@ func checkShift(ctx context.Context, targets []clusters.Node, jump time.Duration
 		now, err := cr.ReadClock(rctx)
 		t1 := time.Now()
 		cancel()
-		tol := abs(jump) / 2
+		tol := jump.Abs() / 2
 		if err != nil || t1.Sub(t0) > tol {
 			continue
 		}
@@ -198,13 +198,6 @@ func checkShift(ctx context.Context, targets []clusters.Node, jump time.Duration
 
 // ErrClockNotShifted: a server's clock did not follow the clock shim.
 var ErrClockNotShifted = errors.New("the clock shim did not take effect")
-
-func abs(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
-}
 
 // clockClient turns the holder's own clock back right after it acquires, so
 // a client that checks its lease's validity believes it longer than the
