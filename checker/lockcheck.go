@@ -414,6 +414,9 @@ type pool struct {
 	shared bool
 	ops    []int32
 	live   int32 // with a horizon: the operations before live expired
+	// sameOwner (lost releases): 1 + the next pool naming the same owner,
+	// of another client (0: none).
+	sameOwner int32
 }
 
 // sweep is the lock checker's state.
@@ -427,10 +430,17 @@ type sweep struct {
 	heldIn   []int32 // running failed acquires (lease: for moved free steps)
 
 	pools   []pool
-	iaPools map[int32][]int32  // client -> pools of its indeterminate acquires, by owner
-	irPools map[int32][]int32  // client -> pools of its indeterminate releases
-	irIndex map[[2]int32]int32 // client, owner (or orphanPool) -> its pool of indeterminate releases
-	iaIDs   []int32            // every acquire pool
+	iaPools map[int32][]int32 // client -> pools of its indeterminate acquires, by owner
+	irPools map[int32][]int32 // client -> pools of its indeterminate releases
+	// The pools of indeterminate releases by client and owner (relPool):
+	// 1 + the first pool naming an owner, by owner id; 1 + the pool of a
+	// client's releases naming none, and of those naming owners no
+	// acquire carries (orphanPool), by client; irIndex for the others
+	// (negative clients).
+	relByOwner          []int32
+	relNone, relOrphans []int32
+	irIndex             map[[2]int32]int32
+	iaIDs               []int32 // every acquire pool
 	// (read-write) the acquire pools of readers, and of writers
 	iaRead, iaWrite []int32
 	iaReadOf        [][]int32 // (read-write) client -> the pools of its lost read acquires
@@ -610,14 +620,61 @@ func (s *sweep) addToPool(i int32) {
 	if s.mergeOrphans && !s.m.reentrant && key > 0 && !s.m.ow.isKnown(key) {
 		key = orphanPool
 	}
-	if id, ok := s.irIndex[[2]int32{op.client, key}]; ok {
+	if id := s.relPool(op.client, key); id >= 0 {
 		s.pools[id].ops = append(s.pools[id].ops, i)
 		return
 	}
 	id := int32(len(s.pools))
 	s.pools = append(s.pools, pool{kind: linRelease, client: op.client, owner: key, ops: []int32{i}})
 	s.irPools[op.client] = append(s.irPools[op.client], id)
-	s.irIndex[[2]int32{op.client, key}] = id
+	switch {
+	case key > 0:
+		if int(key) >= len(s.relByOwner) {
+			s.relByOwner = append(s.relByOwner, make([]int32, int(key)+1-len(s.relByOwner))...)
+		}
+		s.pools[id].sameOwner = s.relByOwner[key]
+		s.relByOwner[key] = id + 1
+	case op.client >= 0:
+		t := &s.relNone
+		if key == orphanPool {
+			t = &s.relOrphans
+		}
+		if int(op.client) >= len(*t) {
+			*t = append(*t, make([]int32, int(op.client)+1-len(*t))...)
+		}
+		(*t)[op.client] = id + 1
+	default:
+		s.irIndex[[2]int32{op.client, key}] = id
+	}
+}
+
+// relPool returns the pool of client's lost releases naming owner key (0:
+// none, orphanPool: owners no acquire carries), -1 when there is none.
+func (s *sweep) relPool(client, key int32) int32 {
+	switch {
+	case key > 0:
+		if int(key) < len(s.relByOwner) {
+			for id := s.relByOwner[key] - 1; id >= 0; id = s.pools[id].sameOwner - 1 {
+				if s.pools[id].client == client {
+					return id
+				}
+			}
+		}
+		return -1
+	case client >= 0:
+		t := s.relNone
+		if key == orphanPool {
+			t = s.relOrphans
+		}
+		if int(client) < len(t) {
+			return t[client] - 1
+		}
+		return -1
+	}
+	if id, ok := s.irIndex[[2]int32{client, key}]; ok {
+		return id
+	}
+	return -1
 }
 
 // freeing calls f with each pool of client's lost releases that may free
@@ -642,7 +699,7 @@ func (s *sweep) freeing(client, owner int32, f func(id int32) bool) bool {
 		return true
 	}
 	for _, k := range keys {
-		if id, ok := s.irIndex[[2]int32{client, k}]; ok && !f(id) {
+		if id := s.relPool(client, k); id >= 0 && !f(id) {
 			return false
 		}
 	}
@@ -1034,12 +1091,13 @@ func (s *sweep) poolMoves(d *config, x int32) {
 		s.poolMovesRW(d, tryIA)
 		return
 	}
-	for _, id := range s.irPools[st.client] {
+	s.freeing(st.client, st.owner, func(id int32) bool {
 		p := &s.pools[id]
 		if u := s.avail(d, id); u < int32(len(p.ops)) && s.m.owns(st, &s.ops[p.ops[u]]) {
 			s.apply(d, p.ops[u], id, false)
 		}
-	}
+		return true
+	})
 	if s.m.lease && s.m.expiry(st) <= s.t {
 		// The lease may have run out: anybody's lost acquire may take it.
 		for _, id := range s.iaIDs {
