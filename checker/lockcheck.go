@@ -844,20 +844,28 @@ func (s *sweep) expand(c *config, x int32) {
 		s.stats.Explored++
 		s.deferred, s.deferDone = s.deferred[:0], s.deferDone[:0]
 		for _, y := range s.inflight {
-			if y != x && d.hasLin(y) < 0 && s.noop(d.s, y) {
+			// (Read-write: only a refused release can change nothing; see
+			// noop.)
+			if y != x && (!s.m.rw || s.ops[y].out == outNotOwner) && d.hasLin(y) < 0 && s.noop(d.s, y) {
 				s.deferred = append(s.deferred, y)
 				s.deferDone = append(s.deferDone, false)
 			}
 		}
 		s.cur, s.x = d, x
+		few := false
 		if s.m.rw {
 			s.openReleases(d)
 			s.writerFits = s.writerMayGo(d)
 			s.writerAny, s.writerX = 0, 0
+			few = s.fewMoves(d)
 		}
 		s.apply(d, x, -1, true)
+		xc := s.ops[x].client
 		for _, y := range s.inflight {
-			if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
+			if y == x || (few && s.waits(d, y, xc)) {
+				continue
+			}
+			if d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
 				s.apply(d, y, -1, false)
 			}
 		}
@@ -1261,6 +1269,34 @@ func (s *sweep) rwDeferrable(d *config, y *lockOp) bool {
 		}
 	}
 	return !takeover && s.leaveDeferrable(d, y.client, writerOK)
+}
+
+// fewMoves reports (read-write locks) whether, in d, the node explored,
+// rwDeferrable lets every running operation wait but those waits lets
+// through: no writer holds, none may take the lock before the returning
+// operation (writerMayGo), and the returning operation is not a failed
+// acquire on a free lock. Then a running read acquire waits unless a
+// release of its client is running, and a release unless (lease) its
+// successful release may come after a reader's deadline; write acquires
+// and the returning operation's client's operations are tried.
+func (s *sweep) fewMoves(d *config) bool {
+	x := &s.ops[s.x]
+	return d.s.client == 0 && !s.writerFits && !(x.out == outHeld && !d.s.held())
+}
+
+// waits reports, under fewMoves, whether running operation y of the node
+// explored d surely waits (rwDeferrable), xc being the returning
+// operation's client: a cheap filter before apply, which asks
+// rwDeferrable of the others.
+func (s *sweep) waits(d *config, y int32, xc int32) bool {
+	op := &s.ops[y]
+	switch {
+	case op.client == xc:
+		return false
+	case op.kind == linAcquire:
+		return op.shared && !s.releasing(op.client)
+	}
+	return !(op.out == outOK && s.m.lease && !s.m.renews && s.deadlinePassed(d.s))
 }
 
 // leaveDeferrable is rwDeferrable for a reader of client, not the
