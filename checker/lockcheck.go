@@ -444,6 +444,7 @@ type sweep struct {
 	// (read-write) the acquire pools of readers, and of writers
 	iaRead, iaWrite []int32
 	iaReadOf        [][]int32 // (read-write) client -> the pools of its lost read acquires
+	iaReadOwned     []bool    // (read-write) client -> one of those pools names an owner
 
 	frontier, next []config
 	work, seen     []config
@@ -462,6 +463,7 @@ type sweep struct {
 	compactAt, minCompact int
 	relOpen               []bool  // expand (read-write): by client, a running release not placed in the node
 	relClients            []int32 // expand (read-write): those clients
+	relFresh              []bool  // expand (read-write): by client, one of them may free a lost reader naming no owner
 	// expand (read-write): anyWriter and xWriter of the node explored (0:
 	// not computed yet, 1 false, 2 true).
 	writerAny, writerX int8
@@ -610,6 +612,12 @@ func (s *sweep) addToPool(i int32) {
 					s.iaReadOf = append(s.iaReadOf, make([][]int32, c+1-len(s.iaReadOf))...)
 				}
 				s.iaReadOf[c] = append(s.iaReadOf[c], id)
+				if op.owner != 0 {
+					for c >= len(s.iaReadOwned) {
+						s.iaReadOwned = append(s.iaReadOwned, false)
+					}
+					s.iaReadOwned[c] = true
+				}
 			}
 		} else {
 			s.iaWrite = append(s.iaWrite, id)
@@ -1149,7 +1157,18 @@ func (s *sweep) poolMovesRW(d *config, tryIA func(int32)) {
 	if st.client != 0 {
 		tryIR(st.client, st.owner)
 	}
-	for _, r := range s.m.readersOf(st) {
+	rs := s.m.readersOf(st)
+	if waits && !s.writerFits {
+		// No writer may take the lock before x: only the leaves of x's
+		// client's readers may be needed (leaveDeferrable), and the
+		// readers are sorted by client.
+		k, _ := slices.BinarySearchFunc(rs, x.client, func(r reader, c int32) int { return cmpInt64(int64(r.client), int64(c)) })
+		for ; k < len(rs) && rs[k].client == x.client; k++ {
+			tryIR(rs[k].client, rs[k].owner)
+		}
+		return
+	}
+	for _, r := range rs {
 		tryIR(r.client, r.owner)
 	}
 }
@@ -1187,7 +1206,9 @@ func (s *sweep) lostAcquires(d *config, writers bool, try func(int32)) {
 		}
 	}
 	for _, c := range s.relClients {
-		readersOf(c)
+		if s.freesLostReader(c) {
+			readersOf(c)
+		}
 	}
 	if x.kind == linRelease && !s.releasing(x.client) {
 		readersOf(x.client)
@@ -1436,19 +1457,37 @@ func (s *sweep) releasing(client int32) bool {
 	return int(client) < len(s.relOpen) && s.relOpen[client]
 }
 
+// freesLostReader reports whether a release of client c, running and not
+// placed in the node explored (relFresh) or returning, may free a reader
+// that a lost read acquire of c adds (mayFree): without it, c's lost
+// readers can only wait. (A lost acquire naming its owner: always.)
+func (s *sweep) freesLostReader(c int32) bool {
+	if s.relFresh[c] || (int(c) < len(s.iaReadOwned) && s.iaReadOwned[c]) {
+		return true
+	}
+	x := &s.ops[s.x]
+	return x.kind == linRelease && s.m.ownsHold(c, ownerFresh, x)
+}
+
 // openReleases notes (relOpen) the clients with a running release not
 // placed in d, the node explored, other than the returning operation.
 func (s *sweep) openReleases(d *config) {
-	clear(s.relOpen)
+	for _, c := range s.relClients {
+		s.relOpen[c], s.relFresh[c] = false, false
+	}
 	s.relClients = s.relClients[:0]
 	for _, y := range s.inflight {
 		if op := &s.ops[y]; op.kind == linRelease && y != s.x && d.hasLin(y) < 0 {
 			if int(op.client) >= len(s.relOpen) {
 				s.relOpen = append(s.relOpen, make([]bool, int(op.client)+1-len(s.relOpen))...)
+				s.relFresh = append(s.relFresh, make([]bool, int(op.client)+1-len(s.relFresh))...)
 			}
 			if !s.relOpen[op.client] {
 				s.relOpen[op.client] = true
 				s.relClients = append(s.relClients, op.client)
+			}
+			if !s.relFresh[op.client] && s.m.ownsHold(op.client, ownerFresh, op) {
+				s.relFresh[op.client] = true
 			}
 		}
 	}
