@@ -142,12 +142,40 @@ func holdsOf(h *history.History, lock []int, n int, uses, declines []int) []Hold
 		cutAtValidity(h, out, uses, declines)
 	}
 	// Holds close in order of their ends: nearly sorted by start already.
-	slices.SortFunc(out, func(a, b Hold) int {
+	// Sorted by index, then moved into place once, cycle by cycle: a Hold
+	// is large to swap.
+	cmp := func(a, b *Hold) int {
 		if a.Start != b.Start {
 			return cmpInt64(a.Start, b.Start)
 		}
 		return a.Client - b.Client
-	})
+	}
+	if slices.IsSortedFunc(out, func(a, b Hold) int { return cmp(&a, &b) }) {
+		return out
+	}
+	idx := make([]int32, len(out))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	slices.SortFunc(idx, func(i, j int32) int { return cmp(&out[i], &out[j]) })
+	// out[k] must become out[idx[k]]: follow each cycle once.
+	for k := range idx {
+		if idx[k] == int32(k) || idx[k] < 0 {
+			continue
+		}
+		tmp := out[k]
+		j := k
+		for {
+			from := int(idx[j])
+			idx[j] = -1
+			if from == k {
+				out[j] = tmp
+				break
+			}
+			out[j] = out[from]
+			j = from
+		}
+	}
 	return out
 }
 

@@ -1,11 +1,13 @@
 package checker
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/histgen"
 )
 
 func TestHolds(t *testing.T) {
@@ -136,4 +138,32 @@ func TestHolds(t *testing.T) {
 			require.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// TestHoldsSorted: holds of many overlapping readers close out of order of
+// their starts; Holds returns each of them once, sorted by start (then
+// client).
+func TestHoldsSorted(t *testing.T) {
+	h, err := histgen.Generate(histgen.Config{Seed: 3, Clients: 50, Ops: 20_000, ReadWrite: true, Indeterminate: 0.02}).History()
+	require.NoError(t, err)
+	hs := Holds(h)
+	require.NotEmpty(t, hs)
+	require.True(t, slices.IsSortedFunc(hs, func(a, b Hold) int {
+		if a.Start != b.Start {
+			return cmpInt64(a.Start, b.Start)
+		}
+		return a.Client - b.Client
+	}))
+	seen := map[int]bool{}
+	acquires := 0
+	for _, hd := range hs {
+		require.False(t, seen[hd.AcquireIndex], "hold of acquire %d twice", hd.AcquireIndex)
+		seen[hd.AcquireIndex] = true
+	}
+	for i := range h.Ops {
+		if op := &h.Ops[i]; op.Op == history.Acquire && op.Type == history.OK {
+			acquires++
+		}
+	}
+	require.Equal(t, acquires, len(hs), "one hold per successful acquire (not reentrant)")
 }

@@ -57,6 +57,8 @@ type sweepRun struct {
 // windows (dropped counts them).
 func prepareLock(h *history.History, slack int64) (ops []lockOp, dropped int, m lockModel) {
 	ow := newOwners()
+	// (Owners are unique per acquire: about one per two lock operations.)
+	ow.ids = make(map[string]int32, len(h.Ops)/2)
 	ops = lockOps(h, ow)
 	m = newLockModel(h.Info, slack, ow)
 	ops, dropped = dropCovered(ops, windowsOf(ops, m))
@@ -83,7 +85,7 @@ func runLockSweep(ops []lockOp, dropped int, m lockModel, opts Options) sweepRun
 	first := newSweep(m, opts.SearchBound)
 	first.mergeOrphans, first.look = true, la
 	first.capacity, first.horizon = passCapacity, int64(opts.LostHorizon)
-	if first.runAll(slices.Clone(ops)) || first.stats.Exceeded ||
+	if first.runAll(ops) || first.stats.Exceeded ||
 		(first.stats.Approx == 0 && first.stats.Restricted == 0) {
 		first.stats.Dropped = dropped
 		return sweepRun{s: first, ow: m.ow}

@@ -515,6 +515,7 @@ func newSweep(m lockModel, bound int) *sweep {
 	if m.rw {
 		// Its own reader sets, which it compacts (compactSets).
 		m.rs = newReaderSets()
+		m.rs.owned = true
 	}
 	s := &sweep{
 		compactAt:  minCompact,

@@ -93,7 +93,10 @@ type reader struct {
 // so that memory follows the configurations open, not the length of the
 // history, and a long check allocates a few chunks, not a set per step.
 type readerSets struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	// owned: one lock sweep owns the table (newSweep) and nobody else
+	// uses it: no locking.
+	owned bool
 	sets  [][]reader
 	index map[uint64]int32 // hash -> the last set interned with it
 	next  []int32          // set -> the previous one with its hash (0: none)
@@ -109,6 +112,18 @@ type readerSets struct {
 	oldNext []int32
 	oldHash []uint64
 	oldSpan []readerSpan
+}
+
+func (t *readerSets) lock() {
+	if !t.owned {
+		t.mu.Lock()
+	}
+}
+
+func (t *readerSets) unlock() {
+	if !t.owned {
+		t.mu.Unlock()
+	}
 }
 
 // chunkReaders is the largest size of a chunk of readers (512 kB).
@@ -138,8 +153,8 @@ func spanOf(rs []reader) readerSpan {
 
 // spanOf returns the span of set id (id > 0).
 func (t *readerSets) spanOf(id int32) readerSpan {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.lock()
+	defer t.unlock()
 	return t.span[id]
 }
 
@@ -148,15 +163,15 @@ func (t *readerSets) get(id int32) []reader {
 	if id == 0 {
 		return nil
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.lock()
+	defer t.unlock()
 	return t.sets[id]
 }
 
 // size is the number of sets interned.
 func (t *readerSets) size() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.lock()
+	defer t.unlock()
 	return len(t.sets)
 }
 
@@ -202,8 +217,8 @@ func (t *readerSets) getHashed(id int32) ([]reader, uint64) {
 	if id == 0 {
 		return nil, 0
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.lock()
+	defer t.unlock()
 	return t.sets[id], t.hash[id]
 }
 
@@ -213,8 +228,8 @@ func (t *readerSets) internSorted(rs []reader, h uint64) int32 {
 	if len(rs) == 0 {
 		return 0
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.lock()
+	defer t.unlock()
 	first := t.index[h]
 	for id := first; id != 0; id = t.next[id] {
 		if slices.Equal(t.sets[id], rs) {
@@ -257,8 +272,8 @@ func (t *readerSets) add(rs []reader, h uint64, prev int32) int32 {
 // compact keeps only the sets *ids name, renumbering them (in place): every
 // other id becomes invalid. Only the owner of the table may call it.
 func (t *readerSets) compact(ids []*int32) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.lock()
+	defer t.unlock()
 	sets, next, hash, span, chunks := t.sets, t.next, t.hash, t.span, t.chunks
 	t.sets, t.next = append(t.oldSets[:0], nil), append(t.oldNext[:0], 0)
 	t.hash, t.span = append(t.oldHash[:0], 0), append(t.oldSpan[:0], readerSpan{})
