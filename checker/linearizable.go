@@ -57,8 +57,9 @@ type sweepRun struct {
 // windows (dropped counts them).
 func prepareLock(h *history.History, slack int64) (ops []lockOp, dropped int, m lockModel) {
 	ow := newOwners()
-	// (Owners are unique per acquire: about one per two lock operations.)
-	ow.ids = make(map[string]int32, len(h.Ops)/2)
+	// (Owners are unique per acquire: about one per two lock operations,
+	// fewer with failed acquires, which name nobody.)
+	ow.ids = make(map[string]int32, len(h.Ops)/4)
 	ops = lockOps(h, ow)
 	m = newLockModel(h.Info, slack, ow)
 	ops, dropped = dropCovered(ops, windowsOf(ops, m))

@@ -35,18 +35,18 @@ const (
 // unknown) and its times. ret is history.Never for an indeterminate
 // operation, which may take effect at any point after its call, or never.
 type lockOp struct {
-	kind   linKind
-	out    linOutcome
+	kind linKind
+	out  linOutcome
+	// shared: an acquire in read mode (of a read-write lock).
+	shared bool
 	client int32
 	owner  int32
+	index  int32 // in History.Ops; -1 for a synthetic operation
 	call   int64
 	ret    int64
-	index  int32 // in History.Ops; -1 for a synthetic operation
 	// done is, for an indeterminate operation, when its client gave up on
 	// it (the time its completion was recorded; Never when none was).
 	done int64
-	// shared: an acquire in read mode (of a read-write lock).
-	shared bool
 }
 
 // lockState is the model's state: who holds the lock (client 0: free) with
@@ -813,7 +813,7 @@ func lockOpOf(op *history.Operation, ow *owners) (lockOp, bool) {
 	default:
 		return lockOp{}, false
 	}
-	lo := lockOp{kind: k, client: int32(op.Client), owner: ow.id(op.Owner), call: op.Call, ret: op.Return, index: int32(op.Index),
+	lo := lockOp{kind: k, client: int32(op.Client), call: op.Call, ret: op.Return, index: int32(op.Index),
 		shared: k == linAcquire && op.Mode == history.ModeRead}
 	switch {
 	case op.Type == history.OK:
@@ -827,8 +827,8 @@ func lockOpOf(op *history.Operation, ow *owners) (lockOp, bool) {
 	default:
 		return lockOp{}, false
 	}
-	if lo.out == outHeld {
-		lo.owner = 0 // a failed acquire names nobody
+	if lo.out != outHeld {
+		lo.owner = ow.id(op.Owner) // (a failed acquire names nobody)
 	}
 	if k == linAcquire && lo.owner > 0 {
 		ow.known[lo.owner] = true
