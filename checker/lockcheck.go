@@ -427,7 +427,12 @@ type sweep struct {
 
 	rets     retHeap // running definite operations, by return
 	inflight []int32 // running definite operations but failed acquires
-	heldIn   []int32 // running failed acquires (lease: for moved free steps)
+	// (read-write) the same by kind, for expand: releases, successful
+	// write acquires, and by client how many of them run and how many
+	// successful read acquires.
+	infRel, infW     []int32
+	infOf, infReadOf []int32
+	heldIn           []int32 // running failed acquires (lease: for moved free steps)
 
 	pools   []pool
 	iaPools map[int32][]int32 // client -> pools of its indeterminate acquires, by owner
@@ -589,6 +594,33 @@ func (s *sweep) call(i int32) {
 		return
 	}
 	s.inflight = append(s.inflight, i)
+	if s.m.rw {
+		s.running(op, i, 1)
+	}
+}
+
+// running notes (read-write locks) that definite operation op, i, starts
+// (by 1) or stops (by -1) running.
+func (s *sweep) running(op *lockOp, i int32, by int32) {
+	switch {
+	case op.kind == linRelease && by > 0:
+		s.infRel = append(s.infRel, i)
+	case op.kind == linRelease:
+		s.infRel = remove(s.infRel, i)
+	case !op.shared && by > 0:
+		s.infW = append(s.infW, i)
+	case !op.shared:
+		s.infW = remove(s.infW, i)
+	}
+	if c := int(op.client); c >= 0 {
+		for c >= len(s.infOf) {
+			s.infOf, s.infReadOf = append(s.infOf, 0), append(s.infReadOf, 0)
+		}
+		s.infOf[c] += by
+		if op.kind == linAcquire && op.shared {
+			s.infReadOf[c] += by
+		}
+	}
 }
 
 func (s *sweep) addToPool(i int32) {
@@ -741,6 +773,9 @@ func (s *sweep) ret(i int32) {
 		}
 	} else {
 		s.inflight = remove(s.inflight, i)
+		if s.m.rw {
+			s.running(op, i, -1)
+		}
 	}
 	if s.win != nil {
 		s.win.ret(op)
@@ -852,9 +887,13 @@ func (s *sweep) expand(c *config, x int32) {
 		d := &s.node
 		s.stats.Explored++
 		s.deferred, s.deferDone = s.deferred[:0], s.deferDone[:0]
-		for _, y := range s.inflight {
-			// (Read-write: only a refused release can change nothing; see
-			// noop.)
+		// (Read-write: only a refused release can change nothing; see
+		// noop.)
+		deferrable := s.inflight
+		if s.m.rw {
+			deferrable = s.infRel
+		}
+		for _, y := range deferrable {
 			if y != x && (!s.m.rw || s.ops[y].out == outNotOwner) && d.hasLin(y) < 0 && s.noop(d.s, y) {
 				s.deferred = append(s.deferred, y)
 				s.deferDone = append(s.deferDone, false)
@@ -869,13 +908,13 @@ func (s *sweep) expand(c *config, x int32) {
 			few = s.fewMoves(d)
 		}
 		s.apply(d, x, -1, true)
-		xc := s.ops[x].client
-		for _, y := range s.inflight {
-			if y == x || (few && s.waits(d, y, xc)) {
-				continue
-			}
-			if d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
-				s.apply(d, y, -1, false)
+		if few {
+			s.fewRunningMoves(d, x)
+		} else {
+			for _, y := range s.inflight {
+				if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
+					s.apply(d, y, -1, false)
+				}
 			}
 		}
 		s.poolMoves(d, x)
@@ -1306,19 +1345,51 @@ func (s *sweep) fewMoves(d *config) bool {
 	return d.s.client == 0 && !s.writerFits && !(x.out == outHeld && !d.s.held())
 }
 
-// waits reports, under fewMoves, whether running operation y of the node
-// explored d surely waits (rwDeferrable), xc being the returning
-// operation's client: a cheap filter before apply, which asks
-// rwDeferrable of the others.
-func (s *sweep) waits(d *config, y int32, xc int32) bool {
-	op := &s.ops[y]
-	switch {
-	case op.client == xc:
-		return false
-	case op.kind == linAcquire:
-		return op.shared && !s.releasing(op.client)
+// fewRunningMoves tries, under fewMoves, the running operations of d, the
+// node explored, that may not wait (rwDeferrable decides, in apply), x
+// being the returning operation, found through the running operations by
+// kind and client rather than by asking each: the write acquires, the
+// operations of x's client, the read acquires of a client with a release
+// running, and (lease) the successful releases when a reader's deadline
+// may have passed.
+func (s *sweep) fewRunningMoves(d *config, x int32) {
+	xc := s.ops[x].client
+	try := func(y int32) {
+		if y != x && d.hasLin(y) < 0 && !slices.Contains(s.deferred, y) {
+			s.apply(d, y, -1, false)
+		}
 	}
-	return !(op.out == outOK && s.m.lease && !s.m.renews && s.deadlinePassed(d.s))
+	// (Each operation in one of the groups only.)
+	for _, y := range s.infW {
+		if s.ops[y].out == outOK {
+			try(y)
+		}
+	}
+	mine := xc < 0 || int(xc) >= len(s.infOf) || s.infOf[xc] > 0
+	if mine {
+		for _, y := range s.inflight {
+			if op := &s.ops[y]; op.client == xc && !(op.kind == linAcquire && !op.shared) {
+				try(y)
+			}
+		}
+	}
+	for _, c := range s.relClients {
+		if c == xc || (c >= 0 && int(c) < len(s.infReadOf) && s.infReadOf[c] == 0) {
+			continue
+		}
+		for _, y := range s.inflight {
+			if op := &s.ops[y]; op.client == c && op.kind == linAcquire && op.shared {
+				try(y)
+			}
+		}
+	}
+	if s.m.lease && !s.m.renews && s.deadlinePassed(d.s) {
+		for _, y := range s.infRel {
+			if op := &s.ops[y]; op.client != xc && op.out == outOK {
+				try(y)
+			}
+		}
+	}
 }
 
 // leaveDeferrable is rwDeferrable for a reader of client, not the
@@ -1477,7 +1548,7 @@ func (s *sweep) openReleases(d *config) {
 		s.relOpen[c], s.relFresh[c] = false, false
 	}
 	s.relClients = s.relClients[:0]
-	for _, y := range s.inflight {
+	for _, y := range s.infRel {
 		if op := &s.ops[y]; op.kind == linRelease && y != s.x && d.hasLin(y) < 0 {
 			if int(op.client) >= len(s.relOpen) {
 				s.relOpen = append(s.relOpen, make([]bool, int(op.client)+1-len(s.relOpen))...)
