@@ -200,6 +200,7 @@ func BenchmarkCheck(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			runtime.GC() // (see benchHistory)
 			opts := DefaultOptions()
 			runMedian(b, len(h.Ops), func() {
 				r := Check(h, opts)
