@@ -321,6 +321,7 @@ func verdict(h *history.History, r *Result, holds []Hold, opts Options) (Verdict
 func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 	type tally struct {
 		faults, struck, failed int
+		replicas               int  // kills of a replica (KilledReplica)
 		onClient               bool // aimed at one client
 	}
 	by := map[string]*tally{}
@@ -338,6 +339,9 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		t.faults++
 		if f.Failed {
 			t.failed++
+		}
+		if f.Name == "kill" && strings.HasSuffix(f.Detail, history.KilledReplica) {
+			t.replicas++
 		}
 		_, t.onClient = faultClient(f)
 		if struck(h, f, holds, byClient, slack) {
@@ -373,6 +377,8 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 				came = "the promotions came " + span(slices.Min(promotions)) + " or more after the failures"
 			}
 			why = append(why, fmt.Sprintf("no failover promoted a replica while a client held the lock%s: %s; holds and leases longer than that (e.g. --ttl 6s --hold 3s..4s) let the failover matter", lease, came))
+		case t.replicas == t.faults:
+			why = append(why, fmt.Sprintf("every %s took down a replica, never the primary whose sessions hold the lock", n))
 		case t.onClient:
 			why = append(why, fmt.Sprintf("no %s fault started while its client held the lock", n))
 		default:
