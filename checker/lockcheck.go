@@ -856,6 +856,9 @@ func (s *sweep) compactSets() {
 		ids[k] = &s.frontier[k].s.readers
 	}
 	s.m.rs.compact(ids)
+	// The sets are renumbered: forget what was remembered by set (the
+	// next return may come at the same time).
+	s.expiredOf, s.expired, s.passedOf, s.passed = 0, false, 0, false
 	s.compactAt = max(s.minCompact, 4*s.m.rs.size())
 }
 
@@ -1009,6 +1012,12 @@ func (s *sweep) reaches(a, b *config) bool {
 	for _, u := range b.used {
 		p := &s.pools[u.pool]
 		for k := max(a.usedOf(u.pool), p.live); k < u.n; k++ {
+			if s.expiredOp(p.ops[k]) {
+				// (A pool's live moves only when asked.) a cannot place
+				// it in the restricted model, only in the full one:
+				// then the first pass's failure is no proof.
+				s.stats.Restricted++
+			}
 			op := &s.ops[p.ops[k]]
 			s.bufReach = s.m.stepInto(s.bufReach[:0], st, op, op.out)
 			switch len(s.bufReach) {

@@ -152,6 +152,9 @@ func FromEvents(events []Event) (*History, error) {
 			if _, dup := open[e.OpID]; dup {
 				return nil, fmt.Errorf("event %d: operation %d invoked twice", e.Seq, e.OpID)
 			}
+			if e.Client < 1 {
+				return nil, fmt.Errorf("event %d: operation %d invoked by client %d (clients are numbered from 1)", e.Seq, e.OpID, e.Client)
+			}
 			open[e.OpID] = len(h.Ops)
 			h.Ops = append(h.Ops, Operation{
 				Client: e.Client, Op: e.Op, OpID: e.OpID, Call: e.Time,
