@@ -68,10 +68,31 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		return errors.New("no server has a network namespace")
 	}
 
+	addrs := serverAddrs(env.Cluster)
+
 	var mu sync.Mutex
 	active := false
 	closed := false
 	var wg sync.WaitGroup
+	// A partition that did not take effect (a connection went through it)
+	// ends the run: every later one would prove nothing either.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var fatal error
+	// check probes a partition that just went in (stillConnected) and,
+	// when a connection still goes through, says so and stops the run.
+	check := func(pairs [][2]*netns.Host, d time.Duration) error {
+		if err := stillConnected(pairs, addrs, min(probeTimeout, d/3)); err != nil {
+			mu.Lock()
+			if fatal == nil {
+				fatal = err
+				stop()
+			}
+			mu.Unlock()
+			return err
+		}
+		return nil
+	}
 	// begin applies pairs, then heals them after d, in the background.
 	begin := func(shape, target string, client int, pairs [][2]*netns.Host, d time.Duration) {
 		// Recorded first: rules take effect while Block runs.
@@ -87,10 +108,19 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		}
 		go func() {
 			defer wg.Done()
-			sleepCtx(ctx, d)
+			t0 := time.Now()
+			perr := check(pairs, d)
+			if perr == nil {
+				sleepCtx(ctx, d-time.Since(t0)) // (the probe's time included)
+			}
 			herr := env.Net.Heal(context.Background())
 			detail := "healed"
-			if herr != nil {
+			switch {
+			case perr != nil:
+				// A partition that cut nothing did not strike (the
+				// checker reads "failed").
+				detail = "failed: " + perr.Error()
+			case herr != nil:
 				detail = "heal failed: " + herr.Error()
 			}
 			end(detail)
@@ -197,13 +227,33 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 			}
 			end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(servers), p.ID), p.ID, fmt.Sprintf("lost-reply for %s", d.Round(time.Millisecond)))
 			if err != nil {
+				// (Once: the fault ends here.)
+				_ = env.Net.Heal(context.Background())
 				end("failed: " + err.Error())
+				mu.Lock()
+				active = false
+				mu.Unlock()
+				wg.Done()
+				return
 			}
 			go func() {
 				defer wg.Done()
-				sleepCtx(ctx, d)
+				// (The probe's SYN goes through, the answer must not.)
+				var pairs [][2]*netns.Host
+				for _, s := range servers {
+					pairs = append(pairs, [2]*netns.Host{p.Host, s})
+				}
+				t0 := time.Now()
+				perr := check(pairs, d)
+				if perr == nil {
+					sleepCtx(ctx, d-time.Since(t0))
+				}
 				detail := "healed"
-				if herr := env.Net.Heal(context.Background()); herr != nil {
+				herr := env.Net.Heal(context.Background())
+				switch {
+				case perr != nil:
+					detail = "failed: " + perr.Error()
+				case herr != nil:
 					detail = "heal failed: " + herr.Error()
 				}
 				end(detail)
@@ -263,7 +313,61 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	closed = true
 	mu.Unlock()
 	wg.Wait()
+	return fatal
+}
+
+// probeTimeout bounds a probe of a partition: a connection a partition
+// drops times out (its SYN, or the answer, is dropped).
+const probeTimeout = 300 * time.Millisecond
+
+// ErrPartitionNoEffect: a connection went through a partition that had
+// just gone in.
+var ErrPartitionNoEffect = errors.New("the partition did not take effect")
+
+// stillConnected probes a partition that has just gone in: from one end of
+// a cut pair, a TCP connection to the other end, a server listening at
+// addrs, must fail. Up to two pairs, in the order given; an error names the
+// first pair whose connection went through. Pairs without a server end are
+// not probed (nothing listens).
+func stillConnected(pairs [][2]*netns.Host, addrs map[*netns.Host]string, timeout time.Duration) error {
+	probed := 0
+	for _, p := range pairs {
+		from, to := p[0], p[1]
+		addr, ok := addrs[to]
+		if !ok {
+			from, to = to, from
+			if addr, ok = addrs[to]; !ok {
+				continue
+			}
+		}
+		c, err := from.Dial(addr, timeout)
+		if err == nil {
+			_ = c.Close()
+			return fmt.Errorf("%w: %s still connected to %s (%s)", ErrPartitionNoEffect, from.Name, to.Name, addr)
+		}
+		if probed++; probed == 2 {
+			break
+		}
+	}
 	return nil
+}
+
+// serverAddrs maps the namespace of each server of cl (as serverGroups
+// finds them) to the address its clients use.
+func serverAddrs(cl clusters.Cluster) map[*netns.Host]string {
+	nodes := [][]clusters.Node{cl.Nodes()}
+	if g, ok := cl.(clusters.Grouped); ok {
+		nodes = g.ServerGroups()
+	}
+	out := map[*netns.Host]string{}
+	for _, g := range nodes {
+		for _, n := range g {
+			if h, ok := n.(clusters.Hosted); ok && h.Host() != nil {
+				out[h.Host()] = n.Addr()
+			}
+		}
+	}
+	return out
 }
 
 // serverGroups returns the namespaces of the cluster's servers, by group

@@ -208,6 +208,18 @@ func (h *Host) Dial(addr string, timeout time.Duration) (net.Conn, error) {
 	return conn, err
 }
 
+// Listen opens a TCP listener inside h's namespace (for probes and tests:
+// a connection to it succeeds once the kernel queues it, accepted or not).
+func (h *Host) Listen(addr string) (net.Listener, error) {
+	var l net.Listener
+	err := h.do(func() error {
+		var err error
+		l, err = net.Listen("tcp", addr)
+		return err
+	})
+	return l, err
+}
+
 // do runs f on an OS thread switched into h's namespace. Sockets keep the
 // namespace they were made in, so a connection opened by f works from any
 // goroutine afterwards.
