@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -134,7 +135,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	claim := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if active || closed {
+		if active || closed || fatal != nil {
 			return false
 		}
 		active = true
@@ -344,6 +345,13 @@ func stillConnected(pairs [][2]*netns.Host, addrs map[*netns.Host]string, timeou
 		if err == nil {
 			_ = c.Close()
 			return fmt.Errorf("%w: %s still connected to %s (%s)", ErrPartitionNoEffect, from.Name, to.Name, addr)
+		}
+		// A connection refused (a reset came back) or timed out: cut, or
+		// the server down at that moment (a restart racing the rules):
+		// no alarm either way. Not entering the namespace (not a dial
+		// error) is no probe.
+		if _, dialed := errors.AsType[*net.OpError](err); !dialed {
+			continue
 		}
 		if probed++; probed == 2 {
 			break

@@ -565,7 +565,8 @@ func (n *Net) Attach(name string, pid int, addr string) (*Host, error) {
 }
 
 // Reattach points h's name at the namespace of pid (a restarted container
-// gets a fresh namespace) and writes h's blocks into it again.
+// gets a fresh namespace) and writes h's blocks and blackhole routes into it
+// again.
 func (n *Net) Reattach(ctx context.Context, h *Host, pid int) error {
 	_ = ip("netns", "del", h.NS)
 	if err := ip("netns", "attach", h.NS, fmt.Sprint(pid)); err != nil {
@@ -573,7 +574,18 @@ func (n *Net) Reattach(ctx context.Context, h *Host, pid int) error {
 	}
 	n.mu.Lock()
 	blocked := len(n.blocks[h.NS]) > 0 || n.isolated[h.NS]
+	var routes []*Host
+	for _, r := range n.routes {
+		if r[0] == h {
+			routes = append(routes, r[1])
+		}
+	}
 	n.mu.Unlock()
+	for _, to := range routes {
+		if err := ip("-n", h.NS, "route", "replace", "blackhole", to.IP+"/32"); err != nil {
+			return fmt.Errorf("reattach %s: %w", h.Name, err)
+		}
+	}
 	if !blocked {
 		return nil
 	}

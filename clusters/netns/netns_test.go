@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -190,4 +191,41 @@ func TestIsolate(t *testing.T) {
 	require.Error(t, reach(c, a), "the block between a and c stays")
 	require.NoError(t, n.Heal(ctx))
 	requireReach(t, c, a)
+}
+
+// Reattach (a restarted container: a fresh namespace under the same name)
+// writes the host's blackhole routes (BlockOneWay, lost-reply) into the new
+// namespace too, not only its firewall blocks: without them a lost-reply
+// in progress quietly ended with the restart.
+func TestReattachKeepsRoutes(t *testing.T) {
+	needRoot(t)
+	id := fmt.Sprintf("%sra%d", Prefix, os.Getpid()%100000)
+	n, err := New(id)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, n.Close())
+		require.Empty(t, Names(id), "namespaces left behind")
+	})
+	proc := func() int {
+		cmd := exec.Command("unshare", "-n", "sleep", "30")
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	client, err := n.AddHost("client-1")
+	require.NoError(t, err)
+	server, err := n.Attach("redis-1", proc(), "198.18.99.1")
+	require.NoError(t, err)
+	routes := func() string {
+		out, err := exec.Command("ip", "-n", server.NS, "route", "show").CombinedOutput()
+		require.NoError(t, err, string(out))
+		return string(out)
+	}
+	ctx := context.Background()
+	require.NoError(t, n.BlockOneWay(ctx, server, client))
+	require.Contains(t, routes(), "blackhole "+client.IP)
+	require.NoError(t, n.Reattach(ctx, server, proc()))
+	require.Contains(t, routes(), "blackhole "+client.IP, "the route in the new namespace")
+	require.NoError(t, n.Heal(ctx))
+	require.NotContains(t, routes(), "blackhole")
 }
