@@ -551,6 +551,9 @@ func RemoveLinks(id string) ([]string, []error) {
 // it (`ip netns attach`; deleting the name later leaves the namespace to
 // its process).
 func (n *Net) Attach(name string, pid int, addr string) (*Host, error) {
+	if err := notOurs(pid); err != nil {
+		return nil, fmt.Errorf("attach %s: %w", name, err)
+	}
 	n.mu.Lock()
 	n.attached++
 	h := &Host{Name: name, NS: fmt.Sprintf("%s-s%d", n.id, n.attached), IP: addr}
@@ -564,10 +567,31 @@ func (n *Net) Attach(name string, pid int, addr string) (*Host, error) {
 	return h, nil
 }
 
+// notOurs refuses a process in the harness's own network namespace (the
+// host's): the rules and routes written into an attached namespace must
+// never land there.
+func notOurs(pid int) error {
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return err
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if err != nil {
+		return err
+	}
+	if ns == self {
+		return fmt.Errorf("process %d is in the harness's own network namespace (the host's): not attaching it", pid)
+	}
+	return nil
+}
+
 // Reattach points h's name at the namespace of pid (a restarted container
 // gets a fresh namespace) and writes h's blocks and blackhole routes into it
 // again.
 func (n *Net) Reattach(ctx context.Context, h *Host, pid int) error {
+	if err := notOurs(pid); err != nil {
+		return fmt.Errorf("reattach %s: %w", h.Name, err)
+	}
 	_ = ip("netns", "del", h.NS)
 	if err := ip("netns", "attach", h.NS, fmt.Sprint(pid)); err != nil {
 		return fmt.Errorf("reattach %s: %w", h.Name, err)

@@ -206,11 +206,21 @@ func TestReattachKeepsRoutes(t *testing.T) {
 		require.NoError(t, n.Close())
 		require.Empty(t, Names(id), "namespaces left behind")
 	})
+	self, err := os.Readlink("/proc/self/ns/net")
+	require.NoError(t, err)
+	// A process in a namespace of its own. Only once unshare has run is
+	// its namespace not ours: attaching before would name the root
+	// namespace, and the routes would go into the host's.
 	proc := func() int {
 		cmd := exec.Command("unshare", "-n", "sleep", "30")
 		require.NoError(t, cmd.Start())
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd.Process.Pid
+		pid := cmd.Process.Pid
+		require.Eventually(t, func() bool {
+			ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+			return err == nil && ns != self
+		}, 5*time.Second, 5*time.Millisecond, "unshare -n never left our namespace")
+		return pid
 	}
 	client, err := n.AddHost("client-1")
 	require.NoError(t, err)
@@ -228,4 +238,19 @@ func TestReattachKeepsRoutes(t *testing.T) {
 	require.Contains(t, routes(), "blackhole "+client.IP, "the route in the new namespace")
 	require.NoError(t, n.Heal(ctx))
 	require.NotContains(t, routes(), "blackhole")
+}
+
+// Attach refuses a process in the harness's own network namespace: its
+// blocks and routes would land in the host's.
+func TestAttachRefusesOurNamespace(t *testing.T) {
+	needRoot(t)
+	id := fmt.Sprintf("%sar%d", Prefix, os.Getpid()%100000)
+	n, err := New(id)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, n.Close()) })
+	_, err = n.Attach("redis-1", os.Getpid(), "198.18.99.1")
+	require.ErrorContains(t, err, "harness's own network namespace")
+	h, err := n.AddHost("client-1")
+	require.NoError(t, err)
+	require.ErrorContains(t, n.Reattach(context.Background(), h, os.Getpid()), "harness's own network namespace")
 }
