@@ -498,9 +498,7 @@ type clientSet struct {
 
 func (s *clientSet) add(c int) {
 	if c >= 0 && c < 1<<16 {
-		if c >= len(s.dense) {
-			s.dense = append(s.dense, make([]bool, c+1-len(s.dense))...)
-		}
+		s.dense = grown(s.dense, c)
 		if !s.dense[c] {
 			s.dense[c] = true
 			s.n++

@@ -58,9 +58,7 @@ func holdsOf(h *history.History, lock []int, n int, uses, declines []int) []Hold
 	sparse := map[int]*open{}
 	slot := func(c int) *open {
 		if c >= 0 && c < 1<<16 {
-			for c >= len(dense) {
-				dense = append(dense, open{})
-			}
+			dense = grown(dense, c)
 			return &dense[c]
 		}
 		o, ok := sparse[c]

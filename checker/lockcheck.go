@@ -613,9 +613,7 @@ func (s *sweep) running(op *lockOp, i int32, by int32) {
 		s.infW = remove(s.infW, i)
 	}
 	if c := int(op.client); c >= 0 {
-		for c >= len(s.infOf) {
-			s.infOf, s.infReadOf = append(s.infOf, 0), append(s.infReadOf, 0)
-		}
+		s.infOf, s.infReadOf = grown(s.infOf, c), grown(s.infReadOf, c)
 		s.infOf[c] += by
 		if op.kind == linAcquire && op.shared {
 			s.infReadOf[c] += by
@@ -641,14 +639,10 @@ func (s *sweep) addToPool(i int32) {
 		if op.shared {
 			s.iaRead = append(s.iaRead, id)
 			if c := int(op.client); c >= 0 {
-				if c >= len(s.iaReadOf) {
-					s.iaReadOf = append(s.iaReadOf, make([][]int32, c+1-len(s.iaReadOf))...)
-				}
+				s.iaReadOf = grown(s.iaReadOf, c)
 				s.iaReadOf[c] = append(s.iaReadOf[c], id)
 				if op.owner != 0 {
-					for c >= len(s.iaReadOwned) {
-						s.iaReadOwned = append(s.iaReadOwned, false)
-					}
+					s.iaReadOwned = grown(s.iaReadOwned, c)
 					s.iaReadOwned[c] = true
 				}
 			}
@@ -670,19 +664,12 @@ func (s *sweep) addToPool(i int32) {
 	s.irPools[op.client] = append(s.irPools[op.client], id)
 	switch {
 	case key > 0:
-		if int(key) >= len(s.relByOwner) {
-			s.relByOwner = append(s.relByOwner, make([]int32, int(key)+1-len(s.relByOwner))...)
-		}
+		s.relByOwner = grown(s.relByOwner, int(key))
 		s.pools[id].sameOwner = s.relByOwner[key]
 		s.relByOwner[key] = id + 1
 	case op.client >= 0:
-		t := &s.relNone
-		if key == orphanPool {
-			t = &s.relOrphans
-		}
-		if int(op.client) >= len(*t) {
-			*t = append(*t, make([]int32, int(op.client)+1-len(*t))...)
-		}
+		t := s.relOfClient(key)
+		*t = grown(*t, int(op.client))
 		(*t)[op.client] = id + 1
 	default:
 		s.irIndex[[2]int32{op.client, key}] = id
@@ -703,11 +690,7 @@ func (s *sweep) relPool(client, key int32) int32 {
 		}
 		return -1
 	case client >= 0:
-		t := s.relNone
-		if key == orphanPool {
-			t = s.relOrphans
-		}
-		if int(client) < len(t) {
+		if t := *s.relOfClient(key); int(client) < len(t) {
 			return t[client] - 1
 		}
 		return -1
@@ -716,6 +699,23 @@ func (s *sweep) relPool(client, key int32) int32 {
 		return id
 	}
 	return -1
+}
+
+// relOfClient is the table, by client, of the pools of lost releases
+// naming key: none (0) or owners no acquire carries (orphanPool).
+func (s *sweep) relOfClient(key int32) *[]int32 {
+	if key == orphanPool {
+		return &s.relOrphans
+	}
+	return &s.relNone
+}
+
+// grown returns xs long enough to index i (>= 0), zero values added.
+func grown[T any](xs []T, i int) []T {
+	if i < len(xs) {
+		return xs
+	}
+	return append(xs, make([]T, i+1-len(xs))...)
 }
 
 // freeing calls f with each pool of client's lost releases that may free
@@ -1370,9 +1370,7 @@ func (s *sweep) fewRunningMoves(d *config, x int32) {
 	}
 	// (Each operation in one of the groups only.)
 	for _, y := range s.infW {
-		if s.ops[y].out == outOK {
-			try(y)
-		}
+		try(y)
 	}
 	mine := xc < 0 || int(xc) >= len(s.infOf) || s.infOf[xc] > 0
 	if mine {
@@ -1558,11 +1556,8 @@ func (s *sweep) openReleases(d *config) {
 	}
 	s.relClients = s.relClients[:0]
 	for _, y := range s.infRel {
-		if op := &s.ops[y]; op.kind == linRelease && y != s.x && d.hasLin(y) < 0 {
-			if int(op.client) >= len(s.relOpen) {
-				s.relOpen = append(s.relOpen, make([]bool, int(op.client)+1-len(s.relOpen))...)
-				s.relFresh = append(s.relFresh, make([]bool, int(op.client)+1-len(s.relFresh))...)
-			}
+		if op := &s.ops[y]; y != s.x && d.hasLin(y) < 0 {
+			s.relOpen, s.relFresh = grown(s.relOpen, int(op.client)), grown(s.relFresh, int(op.client))
 			if !s.relOpen[op.client] {
 				s.relOpen[op.client] = true
 				s.relClients = append(s.relClients, op.client)
