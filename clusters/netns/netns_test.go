@@ -19,6 +19,21 @@ func needRoot(t *testing.T) {
 	testenv.Require(t, Available())
 }
 
+// newNet starts a Net of the test's own (tag tells the tests apart) and
+// checks at the end that closing it left no namespace behind.
+func newNet(t *testing.T, tag string) *Net {
+	t.Helper()
+	needRoot(t)
+	id := fmt.Sprintf("%s%s%d", Prefix, tag, os.Getpid()%100000)
+	n, err := New(id)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		require.NoError(t, n.Close())
+		require.Empty(t, Names(id), "namespaces left behind")
+	})
+	return n
+}
+
 // listen opens a TCP echo-less listener inside h's namespace.
 func listen(t *testing.T, h *Host) net.Listener {
 	t.Helper()
@@ -69,21 +84,14 @@ func requireReach(t *testing.T, from, to *Host, msg ...any) {
 }
 
 func TestPartitionAndHeal(t *testing.T) {
-	needRoot(t)
-	id := fmt.Sprintf("%stest%d", Prefix, os.Getpid()%100000)
-	n, err := New(id)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.NoError(t, n.Close())
-		require.Empty(t, Names(id), "namespaces left behind")
-	})
+	n := newNet(t, "test")
 	a, err := n.AddHost("a")
 	require.NoError(t, err)
 	b, err := n.AddHost("b")
 	require.NoError(t, err)
 	c, err := n.AddHost("c")
 	require.NoError(t, err)
-	require.Len(t, Names(id), 4)
+	require.Len(t, Names(n.id), 4)
 	listen(t, a)
 	listen(t, b)
 
@@ -122,10 +130,7 @@ func TestPartitionAndHeal(t *testing.T) {
 // hosts: their namespaces go, their blocks are forgotten, and a later host
 // never gets a removed host's namespace name or address.
 func TestRemoveHost(t *testing.T) {
-	needRoot(t)
-	n, err := New(fmt.Sprintf("ltt%x", os.Getpid()%0xffff))
-	require.NoError(t, err)
-	defer n.Close()
+	n := newNet(t, "rm")
 	srv, err := n.AddHost("server")
 	require.NoError(t, err)
 	listen(t, srv)
@@ -152,14 +157,7 @@ func TestRemoveHost(t *testing.T) {
 // the host still reaches its own address; Heal (the partitions') leaves the
 // isolation alone, Unisolate ends it and keeps the blocks.
 func TestIsolate(t *testing.T) {
-	needRoot(t)
-	id := fmt.Sprintf("ltti%x", os.Getpid()%0xffff)
-	n, err := New(id)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.NoError(t, n.Close())
-		require.Empty(t, Names(id), "namespaces left behind")
-	})
+	n := newNet(t, "ti")
 	a, err := n.AddHost("a")
 	require.NoError(t, err)
 	b, err := n.AddHost("b")
@@ -198,16 +196,7 @@ func TestIsolate(t *testing.T) {
 // namespace too, not only its firewall blocks: without them a lost-reply
 // in progress quietly ended with the restart.
 func TestReattachKeepsRoutes(t *testing.T) {
-	needRoot(t)
-	id := fmt.Sprintf("%sra%d", Prefix, os.Getpid()%100000)
-	n, err := New(id)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.NoError(t, n.Close())
-		require.Empty(t, Names(id), "namespaces left behind")
-	})
-	self, err := os.Readlink("/proc/self/ns/net")
-	require.NoError(t, err)
+	n := newNet(t, "ra")
 	// A process in a namespace of its own. Only once unshare has run is
 	// its namespace not ours: attaching before would name the root
 	// namespace, and the routes would go into the host's.
@@ -217,8 +206,7 @@ func TestReattachKeepsRoutes(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		pid := cmd.Process.Pid
 		require.Eventually(t, func() bool {
-			ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
-			return err == nil && ns != self
+			return notOurs(pid) == nil
 		}, 5*time.Second, 5*time.Millisecond, "unshare -n never left our namespace")
 		return pid
 	}
@@ -243,12 +231,8 @@ func TestReattachKeepsRoutes(t *testing.T) {
 // Attach refuses a process in the harness's own network namespace: its
 // blocks and routes would land in the host's.
 func TestAttachRefusesOurNamespace(t *testing.T) {
-	needRoot(t)
-	id := fmt.Sprintf("%sar%d", Prefix, os.Getpid()%100000)
-	n, err := New(id)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, n.Close()) })
-	_, err = n.Attach("redis-1", os.Getpid(), "198.18.99.1")
+	n := newNet(t, "ar")
+	_, err := n.Attach("redis-1", os.Getpid(), "198.18.99.1")
 	require.ErrorContains(t, err, "harness's own network namespace")
 	h, err := n.AddHost("client-1")
 	require.NoError(t, err)
