@@ -60,7 +60,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		return err
 	}
 	r := rng(env, "partition")
-	groups := serverGroups(env.Cluster)
+	groups, addrs := serverGroups(env.Cluster)
 	var servers []*netns.Host
 	for _, g := range groups {
 		servers = append(servers, g...)
@@ -68,8 +68,6 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	if len(servers) == 0 {
 		return errors.New("no server has a network namespace")
 	}
-
-	addrs := serverAddrs(env.Cluster)
 
 	var mu sync.Mutex
 	active := false
@@ -94,21 +92,18 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		}
 		return nil
 	}
-	// begin applies pairs, then heals them after d, in the background.
-	begin := func(shape, target string, client int, pairs [][2]*netns.Host, d time.Duration) {
-		// Recorded first: rules take effect while Block runs.
-		end := fault(env, "partition", target, client, fmt.Sprintf("%s for %s", shape, d.Round(time.Millisecond)))
-		err := env.Net.Block(context.Background(), pairs)
-		if err != nil {
-			end("failed: " + err.Error())
-			mu.Lock()
-			active = false
-			mu.Unlock()
-			wg.Done()
-			return
-		}
+	// done frees the partition slot claim reserved.
+	done := func() {
+		mu.Lock()
+		active = false
+		mu.Unlock()
+		wg.Done()
+	}
+	// hold, in the background, probes the partition that just went in
+	// (pairs), keeps it d in all, heals it and ends its fault.
+	hold := func(end func(string), pairs [][2]*netns.Host, d time.Duration) {
 		go func() {
-			defer wg.Done()
+			defer done()
 			t0 := time.Now()
 			perr := check(pairs, d)
 			if perr == nil {
@@ -125,10 +120,18 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 				detail = "heal failed: " + herr.Error()
 			}
 			end(detail)
-			mu.Lock()
-			active = false
-			mu.Unlock()
 		}()
+	}
+	// begin applies pairs, then heals them after d, in the background.
+	begin := func(shape, target string, client int, pairs [][2]*netns.Host, d time.Duration) {
+		// Recorded first: rules take effect while Block runs.
+		end := fault(env, "partition", target, client, fmt.Sprintf("%s for %s", shape, d.Round(time.Millisecond)))
+		if err := env.Net.Block(context.Background(), pairs); err != nil {
+			end("failed: " + err.Error())
+			done()
+			return
+		}
+		hold(end, pairs, d)
 	}
 	// claim reserves the next partition slot; false when one is active or
 	// the run is ending.
@@ -220,10 +223,9 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 				// acquire cannot succeed. Stand down and try another.
 				_ = env.Net.Heal(context.Background())
 				mu.Lock()
-				active = false
 				nextReply = time.Now()
 				mu.Unlock()
-				wg.Done()
+				done()
 				return
 			}
 			end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(servers), p.ID), p.ID, fmt.Sprintf("lost-reply for %s", d.Round(time.Millisecond)))
@@ -231,37 +233,15 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 				// (Once: the fault ends here.)
 				_ = env.Net.Heal(context.Background())
 				end("failed: " + err.Error())
-				mu.Lock()
-				active = false
-				mu.Unlock()
-				wg.Done()
+				done()
 				return
 			}
-			go func() {
-				defer wg.Done()
-				// (The probe's SYN goes through, the answer must not.)
-				var pairs [][2]*netns.Host
-				for _, s := range servers {
-					pairs = append(pairs, [2]*netns.Host{p.Host, s})
-				}
-				t0 := time.Now()
-				perr := check(pairs, d)
-				if perr == nil {
-					sleepCtx(ctx, d-time.Since(t0))
-				}
-				detail := "healed"
-				herr := env.Net.Heal(context.Background())
-				switch {
-				case perr != nil:
-					detail = "failed: " + perr.Error()
-				case herr != nil:
-					detail = "heal failed: " + herr.Error()
-				}
-				end(detail)
-				mu.Lock()
-				active = false
-				mu.Unlock()
-			}()
+			// (The probe's SYN goes through, the answer must not.)
+			var pairs [][2]*netns.Host
+			for _, s := range servers {
+				pairs = append(pairs, [2]*netns.Host{p.Host, s})
+			}
+			hold(end, pairs, d)
 		})
 	}
 	// r is shared with the OnAcquire and OnInvoke callbacks: draw under mu.
@@ -360,27 +340,9 @@ func stillConnected(pairs [][2]*netns.Host, addrs map[*netns.Host]string, timeou
 	return nil
 }
 
-// serverAddrs maps the namespace of each server of cl (as serverGroups
-// finds them) to the address its clients use.
-func serverAddrs(cl clusters.Cluster) map[*netns.Host]string {
-	nodes := [][]clusters.Node{cl.Nodes()}
-	if g, ok := cl.(clusters.Grouped); ok {
-		nodes = g.ServerGroups()
-	}
-	out := map[*netns.Host]string{}
-	for _, g := range nodes {
-		for _, n := range g {
-			if h, ok := n.(clusters.Hosted); ok && h.Host() != nil {
-				out[h.Host()] = n.Addr()
-			}
-		}
-	}
-	return out
-}
-
 // serverGroups returns the namespaces of the cluster's servers, by group
 // (clusters.Grouped; one group for a topology whose servers are all
-// alike).
+// alike), and the address each one's clients use (what a probe dials).
 //
 // Every server counts, Sentinels included: a Sentinel is a server process
 // of the topology, and cutting it is a fault of its own (an isolated
@@ -401,24 +363,25 @@ func serverAddrs(cl clusters.Cluster) map[*netns.Host]string {
 //     data node, which may be the master, and a Sentinel).
 //   - isolate-server, isolate-holder and lost-reply take the servers as
 //     one list: one server of any kind, or all of them.
-func serverGroups(cl clusters.Cluster) [][]*netns.Host {
+func serverGroups(cl clusters.Cluster) (groups [][]*netns.Host, addrs map[*netns.Host]string) {
 	nodes := [][]clusters.Node{cl.Nodes()}
 	if g, ok := cl.(clusters.Grouped); ok {
 		nodes = g.ServerGroups()
 	}
-	var out [][]*netns.Host
+	addrs = map[*netns.Host]string{}
 	for _, g := range nodes {
 		var hs []*netns.Host
 		for _, n := range g {
 			if h, ok := n.(clusters.Hosted); ok && h.Host() != nil {
 				hs = append(hs, h.Host())
+				addrs[h.Host()] = n.Addr()
 			}
 		}
 		if len(hs) > 0 {
-			out = append(out, hs)
+			groups = append(groups, hs)
 		}
 	}
-	return out
+	return groups, addrs
 }
 
 // minority picks a minority of each group: what holder-minority cuts the
