@@ -61,7 +61,7 @@ type held struct {
 // NewIncremental returns a checker for a run with the given header.
 func NewIncremental(info history.RunInfo, opts Options) *Incremental {
 	opts = opts.withDefaults()
-	ow := newOwners()
+	ow := newOwners(0)
 	m := newLockModel(info, int64(opts.Slack), ow)
 	s := newSweep(m, opts.SearchBound)
 	s.win = newWindowTracker(m)

@@ -56,10 +56,9 @@ type sweepRun struct {
 // operations in order of invocation, less the failed acquires inside held
 // windows (dropped counts them).
 func prepareLock(h *history.History, slack int64) (ops []lockOp, dropped int, m lockModel) {
-	ow := newOwners()
 	// (Owners are unique per acquire: about one per two lock operations,
 	// fewer with failed acquires, which name nobody.)
-	ow.ids = make(map[string]int32, len(h.Ops)/4)
+	ow := newOwners(len(h.Ops) / 4)
 	ops = lockOps(h, ow)
 	m = newLockModel(h.Info, slack, ow)
 	ops, dropped = dropCovered(ops, windowsOf(ops, m))

@@ -16,7 +16,7 @@ func TestLockModelStep(t *testing.T) {
 	const ttl, slack = 100, 5
 	free := lockState{}
 	at := func(now int64) lockState { return lockState{now: now} }
-	ow := newOwners()
+	ow := newOwners(0)
 	for _, o := range []string{"a", "b"} {
 		ow.known[ow.id(o)] = true // owners of acquires; "x" is nobody's
 	}

@@ -42,7 +42,7 @@ func sweepOutcome(s *sweep) int {
 // lookahead: only the model.
 func judge(h *history.History, timeout time.Duration) verdicts {
 	opts := DefaultOptions()
-	ow := newOwners()
+	ow := newOwners(0)
 	ops := lockOps(h, ow)
 	m := newLockModel(h.Info, int64(opts.Slack), ow)
 	var v verdicts
@@ -357,11 +357,11 @@ func TestWitness(t *testing.T) {
 		}
 		sub, err := history.FromEvents(evs)
 		require.NoError(t, err)
-		ow := newOwners()
+		ow := newOwners(0)
 		ops := lockOps(sub, ow)
 		m := newLockModel(sub.Info, int64(DefaultOptions().Slack), ow)
 		// Owner knowledge comes from the whole history.
-		full := newOwners()
+		full := newOwners(0)
 		lockOps(h, full)
 		for name, id := range ow.ids {
 			ow.known[id] = full.isKnown(full.ids[name])

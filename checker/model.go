@@ -83,7 +83,8 @@ type reader struct {
 
 // readerSets interns the sets of readers of a read-write lock: the states
 // of the engines name a set by its index (0: the empty set). The sets are
-// sorted and never change once interned. Safe for concurrent use.
+// sorted and never change once interned. Safe for concurrent use, unless
+// owned (a lock sweep's own table).
 //
 // A set is found by a hash of its readers (no key to build: a step that
 // adds or removes one reader of fifty would otherwise copy them all into a
@@ -768,8 +769,9 @@ type owners struct {
 	known []bool
 }
 
-func newOwners() *owners {
-	return &owners{ids: map[string]int32{}, names: []string{""}, known: []bool{false}}
+// newOwners interns owners, about n of them (0: unknown).
+func newOwners(n int) *owners {
+	return &owners{ids: make(map[string]int32, n), names: []string{""}, known: []bool{false}}
 }
 
 // isKnown reports whether an acquire in the history carries owner id.
