@@ -217,48 +217,62 @@ func TestTablesNameEverySchemeAndFault(t *testing.T) {
 	require.Equal(t, faults, tableRows(read(t, "docs/faults.md"), "| name | what |"), "docs/faults.md's table")
 }
 
+// commands lists the cobra commands declared in the Go files of dir (its
+// tests left out) that are not hidden: the first word of each Use.
+func commands(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var out []string
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		require.NoError(t, err)
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			if sel, ok := lit.Type.(*ast.SelectorExpr); !ok || sel.Sel.Name != "Command" {
+				return true
+			}
+			use, hidden := "", false
+			for _, e := range lit.Elts {
+				kv, ok := e.(*ast.KeyValueExpr)
+				if !ok {
+					continue
+				}
+				switch k, _ := kv.Key.(*ast.Ident); {
+				case k == nil:
+				case k.Name == "Use":
+					if b, ok := kv.Value.(*ast.BasicLit); ok {
+						use, _ = strconv.Unquote(b.Value)
+					}
+				case k.Name == "Hidden":
+					id, ok := kv.Value.(*ast.Ident)
+					hidden = ok && id.Name == "true"
+				}
+			}
+			if name, _, _ := strings.Cut(use, " "); name != "" && !hidden {
+				out = append(out, name)
+			}
+			return true
+		})
+	}
+	return out
+}
+
 // TestCommandsDocumented: docs/running.md has a row for every command of
 // the CLI that is not hidden, and for no other.
 func TestCommandsDocumented(t *testing.T) {
 	dir := filepath.Join("..", "cmd", "locktest")
-	pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
-	require.NoError(t, err)
 	var cmds []string
-	for _, pkg := range pkgs {
-		for _, f := range pkg.Files {
-			ast.Inspect(f, func(n ast.Node) bool {
-				lit, ok := n.(*ast.CompositeLit)
-				if !ok {
-					return true
-				}
-				sel, ok := lit.Type.(*ast.SelectorExpr)
-				if !ok || sel.Sel.Name != "Command" {
-					return true
-				}
-				use, hidden := "", false
-				for _, e := range lit.Elts {
-					kv, ok := e.(*ast.KeyValueExpr)
-					if !ok {
-						continue
-					}
-					switch k := kv.Key.(*ast.Ident); {
-					case k == nil:
-					case k.Name == "Use":
-						if b, ok := kv.Value.(*ast.BasicLit); ok {
-							use, _ = strconv.Unquote(b.Value)
-						}
-					case k.Name == "Hidden":
-						id, ok := kv.Value.(*ast.Ident)
-						hidden = ok && id.Name == "true"
-					}
-				}
-				if name, _, _ := strings.Cut(use, " "); name != "" && name != "locktest" && !hidden {
-					cmds = append(cmds, name)
-				}
-				return true
-			})
+	for _, c := range commands(t, dir) {
+		if c != "locktest" { // the root command
+			cmds = append(cmds, c)
 		}
 	}
 	require.Contains(t, cmds, "run", "found no commands in %s", dir)
