@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/workloads"
 )
@@ -415,7 +416,7 @@ func Options2Harness(cell *reports.Cell, seed int64, store string) (harness.Opti
 		nemeses := strings.Split(cell.Nemesis, ",")
 		o.Params = map[string]string{}
 		for k, v := range cell.Params {
-			if known, applies, _ := harness.KnownParam(k, cell.Lock, topology, nemeses); applies || !known {
+			if known, applies, _ := matrix.KnownParam(k, cell.Lock, topology, nemeses); applies || !known {
 				o.Params[k] = v
 			}
 		}

@@ -206,7 +206,7 @@ func TestValidate(t *testing.T) {
 		{"negative ttl", func(o *Options) { o.TTL = -time.Second }, "--ttl must be positive"},
 		{"none combined", func(o *Options) { o.Nemesis = "none,pause" }, "none cannot be combined"},
 		{"unknown backend", func(o *Options) { o.Cluster = "k8s" }, `unknown cluster backend "k8s"`},
-		{"clock on zk", func(o *Options) { o.Lock, o.Nemesis = "zk", "clock" }, "topology zk3 has none"},
+		{"clock on zk", func(o *Options) { o.Lock, o.Nemesis = "zk", "clock" }, "Redis and MySQL topologies have; zk3 has none"},
 		{"param typo", func(o *Options) { o.Params = map[string]string{"wait_timout": "5"} }, "unknown --param wait_timout (known: pause, "},
 		{"param of another topology", func(o *Options) { o.Params = map[string]string{"wait_timeout": "5"} }, "--param wait_timeout applies to mysql, mysql-replicated, not to lock redis-lua on topology redis"},
 		{"param of a fault not injected", func(o *Options) { o.Params = map[string]string{"pause": "0.1..0.3"} }, "--param pause sets the pause fault, which this run does not inject"},

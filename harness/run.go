@@ -25,6 +25,7 @@ import (
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
 	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/protocol"
 	"github.com/locktest/locktest/reports"
@@ -79,6 +80,9 @@ type Options struct {
 	// any more, and the rest of the run would only repeat it. Not in
 	// fenced runs, where fencing may still contain the violation.
 	StopEarly bool `json:"stop_early,omitempty"`
+	// Machine, when not nil, is what the run takes this machine to be able
+	// to do, instead of probing it (tests).
+	Machine *matrix.Machine `json:"-"`
 	// Out receives progress lines and the final summary (os.Stdout if nil).
 	Out io.Writer `json:"-"`
 	// Pool, when not nil, lends the run a started cluster (see Pool); nil
@@ -148,8 +152,9 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 			name = "client-cmd"
 		}
 		// What the lock promises comes from the program's ready message;
-		// until then assume a lease lock that may have tokens.
-		s, ok = locks.Scheme{Name: name, Topology: o.Topology, Lease: true, Fencing: true}, true
+		// until then assume a lease lock that may have tokens and may read
+		// its own clock: Run asks matrix.Applicable again once it knows.
+		s, ok = locks.Scheme{Name: name, Topology: o.Topology, Lease: true, Fencing: true, ChecksValidity: true}, true
 	}
 	if !ok {
 		return s, nil, nil, usage("unknown lock %q (known: %s)", o.Lock, strings.Join(locks.Names(), ", "))
@@ -176,63 +181,22 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	case o.Fence && !s.Fencing:
 		return s, nil, nil, usage("lock %s cannot hand out fencing tokens", s.Name)
 	}
-	if o.Cluster != "local" && o.Cluster != "docker" && o.Cluster != "compose" {
-		return s, nil, nil, usage("unknown cluster backend %q (this build has: local, docker, compose)", o.Cluster)
+	backend, err := clusters.ParseBackend(o.Cluster)
+	if err != nil {
+		return s, nil, nil, UsageError{err}
 	}
 	topology := o.topologyOf(s)
-	if !s.RunsOn(topology) {
-		return s, nil, nil, usage("lock %s does not run on topology %q (it runs on: %s)", s.Name, topology, strings.Join(append([]string{s.Topology}, s.Topologies...), ", "))
-	}
-	if o.Cluster != "local" {
-		if err := validateContainers(o.Cluster, topology, ns); err != nil {
-			return s, nil, nil, err
-		}
+	machine := o.machine(backend.Name)
+	if a := matrix.Applicable(matrix.Cell{Scheme: s, Topology: topology, Faults: names, Params: o.Params}, machine); a.Status != matrix.Applies {
+		return s, nil, nil, UsageError{a.Err}
 	}
 	for kind := range o.Images {
-		if o.Cluster != "docker" {
+		if backend.Name != clusters.Docker {
 			return s, nil, nil, usage("--image applies to --cluster docker only")
 		}
 		if !slices.Contains(docker.Kinds, kind) {
 			return s, nil, nil, usage("--image %s=...: unknown kind of server (known: %s)", kind, strings.Join(docker.Kinds, ", "))
 		}
-	}
-	if needsFailover(ns) && !local.FailsOver(topology) {
-		return s, nil, nil, usage("the failover fault needs a topology with a primary and a replica; %s has none (with the MySQL schemes: --topology mysql-replicated)", topology)
-	}
-	if m := clusters.Missing(topology); len(m) > 0 && o.Cluster == "local" {
-		return s, nil, nil, UsageError{clusters.MissingError(m)}
-	}
-	if mode, err := nemesis.ParseFailover(o.Params["failover"]); err != nil {
-		return s, nil, nil, usage("--param failover: %v", err)
-	} else if mode == nemesis.FailoverIsolate && needsFailover(ns) {
-		switch {
-		case o.Cluster != "local":
-			return s, nil, nil, usage("--param failover=isolate runs on --cluster local only")
-		case !local.IsolatesPrimary(topology):
-			return s, nil, nil, usage("--param failover=isolate needs a topology that can cut its primary off the network (redis-sentinel); %s kills its primary (failover=kill)", topology)
-		}
-	}
-	if needsNet(ns, o.Params) {
-		if err := nemesis.NetUnavailable(netns.Available()); err != nil {
-			return s, nil, nil, UsageError{err}
-		}
-	}
-	if needsClockShim(ns) && o.Cluster == "local" && !local.ClockShim(topology) {
-		return s, nil, nil, usage("the clock fault needs servers under the per-server clock shim; topology %s has none (ZooKeeper and etcd expire sessions on monotonic clocks)", topology)
-	}
-	if needsClockShim(ns) && o.Cluster == "local" {
-		if err := clusters.CheckClockShim(); err != nil {
-			return s, nil, nil, usage("the clock fault: %v", err)
-		}
-	}
-	if _, err := nemesis.ParseShapes(o.Params["partition"]); err != nil {
-		return s, nil, nil, usage("--param partition: %v", err)
-	}
-	if _, err := nemesis.ParseClockDirections(o.Params["clock"]); err != nil {
-		return s, nil, nil, UsageError{err}
-	}
-	if _, _, err := nemesis.ParsePause(o.Params["pause"]); err != nil {
-		return s, nil, nil, usage("--param pause: %v", err)
 	}
 	if err := o.validateParams(s, topology, names); err != nil {
 		return s, nil, nil, err
@@ -282,29 +246,6 @@ func FaultSizing(cluster, topology string, nemeses []string) (Sizing, bool) {
 	return Sizing{}, false
 }
 
-// faultParams are the --param keys the faults read, each named after its fault.
-var faultParams = []string{"pause", "pause-server", "kill", "partition", "clock", "failover"}
-
-// KnownParam reports whether some fault, scheme or topology reads the
-// --param key, and whether a run of scheme on topology with faults
-// nemeses reads it; for has the faults, schemes or topologies that do.
-func KnownParam(key, scheme, topology string, nemeses []string) (known, applies bool, for_ string) {
-	if slices.Contains(faultParams, key) {
-		return true, slices.Contains(nemeses, key), "the " + key + " fault"
-	}
-	i := slices.IndexFunc(local.Params, func(p local.Param) bool { return p.Name == key })
-	if i < 0 {
-		return false, false, ""
-	}
-	p := local.Params[i]
-	for _, name := range strings.Split(p.For, ",") {
-		if name = strings.TrimSpace(name); name == topology || name == scheme {
-			return true, true, p.For
-		}
-	}
-	return true, false, p.For
-}
-
 // validateParams refuses a --param key nothing reads (a typo would
 // otherwise leave the run on its defaults without a word) and one that
 // this run's scheme, topology or faults do not read. A --client-cmd run
@@ -316,18 +257,17 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		known, applies, for_ := KnownParam(k, s.Name, topology, nemeses)
+		known, applies, for_ := matrix.KnownParam(k, s.Name, topology, nemeses)
+		isFault, err := nemesis.CheckParam(k, o.Params[k])
 		switch {
+		case applies && err != nil:
+			return UsageError{err}
 		case applies:
-		case slices.Contains(faultParams, k):
+		case isFault:
 			return usage("--param %s sets the %s fault, which this run does not inject (--nemesis %s)", k, k, strings.Join(nemeses, ","))
 		case o.ClientCmd != "":
 		case !known:
-			names := slices.Clone(faultParams)
-			for _, p := range local.Params {
-				names = append(names, p.Name)
-			}
-			return usage("unknown --param %s (known: %s)", k, strings.Join(names, ", "))
+			return usage("unknown --param %s (known: %s)", k, strings.Join(matrix.ParamNames(), ", "))
 		default:
 			return usage("--param %s applies to %s, not to lock %s on topology %s", k, for_, s.Name, topology)
 		}
@@ -341,20 +281,17 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 	return nil
 }
 
-// validateContainers checks a run on the docker or compose backend: a
-// topology clusters/docker lists, and no fault that backend lacks.
-func validateContainers(backend, topology string, ns []nemesis.Nemesis) error {
-	t, ok := docker.Lookup(topology)
-	if !ok {
-		return usage("--cluster %s does not run topology %s (it runs: %s)", backend, topology, strings.Join(docker.Names(), ", "))
+// machine is what this machine can do for a run on backend: probed, or
+// the one a test set (Options.Machine).
+func (o *Options) machine(backend clusters.BackendName) matrix.Machine {
+	var m matrix.Machine
+	if o.Machine != nil {
+		m = *o.Machine
+	} else {
+		m = matrix.Probe()
 	}
-	if backend == "compose" && needsClockShim(ns) {
-		return usage("the clock fault needs the clock shim, which --cluster compose cannot add to a running stack: use --cluster docker")
-	}
-	if needsClockShim(ns) && !t.ClockShim {
-		return usage("the clock fault needs the clock shim, which only the Redis and MySQL topologies have; %s has none", topology)
-	}
-	return nil
+	m.Cluster = string(backend)
+	return m
 }
 
 // topologyOf is the topology a run of s starts: --topology, else the
@@ -366,22 +303,20 @@ func (o *Options) topologyOf(s locks.Scheme) string {
 	return s.Topology
 }
 
+// needsFailover: the faults ns need a topology that fails over.
 func needsFailover(ns []nemesis.Nemesis) bool {
-	for _, n := range ns {
-		if f, ok := n.(nemesis.FailoverNeeder); ok && f.NeedsFailover() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ns, func(n nemesis.Nemesis) bool { return needs(n).Failover })
 }
 
+// needsClockShim: the faults ns need servers under the clock shim.
 func needsClockShim(ns []nemesis.Nemesis) bool {
-	for _, n := range ns {
-		if c, ok := n.(nemesis.ClockShimNeeder); ok && c.NeedsClockShim() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ns, func(n nemesis.Nemesis) bool { return needs(n).ClockShim })
+}
+
+// needs is what fault n needs whatever its --param (its declaration).
+func needs(n nemesis.Nemesis) nemesis.Needs {
+	info, _ := nemesis.Lookup(n.Name())
+	return info.Needs
 }
 
 // needsNet: the run's faults need the network layer with its --param
@@ -549,6 +484,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		}
 		if o.Fence && !scheme.Fencing {
 			return nil, ClientError{fmt.Errorf("--fence: the client program's lock (%s) hands out no fencing tokens (its ready message says fencing: false)", scheme.Name)}
+		}
+		// Now that the program said what its lock promises: a fault that
+		// cannot matter to it is refused as it is for a built-in scheme,
+		// before anything is recorded.
+		backend, _ := clusters.ParseBackend(o.Cluster)
+		if a := matrix.Applicable(matrix.Cell{Scheme: scheme, Topology: o.topologyOf(scheme), Faults: names, Params: o.Params}, o.machine(backend.Name)); a.Status != matrix.Applies {
+			return nil, UsageError{a.Err}
 		}
 		say("client program: %s (lease %v, fencing %v, reentrant %v)", orDefault(scheme.Summary, o.ClientCmd), scheme.Lease, scheme.Fencing, scheme.Reentrant)
 	}
