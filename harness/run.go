@@ -154,7 +154,7 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 		// What the lock promises comes from the program's ready message;
 		// until then assume a lease lock that may have tokens and may read
 		// its own clock: Run asks matrix.Applicable again once it knows.
-		s, ok = locks.Scheme{Name: name, Topology: o.Topology, Lease: true, Fencing: true, ChecksValidity: true}, true
+		s, ok = locks.Scheme{Name: name, Topology: o.Topology, Traits: history.Traits{Lease: true, Fencing: true, ChecksValidity: true}}, true
 	}
 	if !ok {
 		return s, nil, nil, usage("unknown lock %q (known: %s)", o.Lock, strings.Join(locks.Names(), ", "))
@@ -476,8 +476,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			return nil, ClientError{fmt.Errorf("--client-cmd %q: %w", o.ClientCmd, err)}
 		}
 		if li := ready.Lock; li != nil {
-			scheme.Lease, scheme.Fencing, scheme.Reentrant = li.Lease, li.Fencing, li.Reentrant
-			scheme.ChecksValidity, scheme.Renews, scheme.Session = li.ChecksValidity, li.Renews, li.Session
+			scheme.Traits = li.Traits
 			if li.Name != "" {
 				scheme.Summary = li.Name
 			}
@@ -504,11 +503,10 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	ttl := o.TTL
 	info := &history.RunInfo{
 		FormatVersion: history.FormatVersion, Lock: scheme.Name, Nemeses: names, Seed: o.Seed,
-		Clients: o.Clients, Lease: scheme.Lease, Fence: o.Fence, Fencing: scheme.Fencing && o.Fence, Wait: o.Wait,
+		Clients: o.Clients, Traits: scheme.Traits, Fence: o.Fence, Fencing: scheme.Fencing && o.Fence, Wait: o.Wait,
 		TimeLimitMs: o.TimeLimit.Milliseconds(), StartedAt: started.Format(time.RFC3339), Cluster: o.Cluster,
 		Topology: o.topologyOf(scheme), Version: Version, Servers: cl.Versions(), Command: o.Command,
 		DeadlockMs: (2*ttl + time.Second).Milliseconds(), BaseMonotonic: base,
-		Reentrant: scheme.Reentrant, Renews: scheme.Renews, ChecksValidity: scheme.ChecksValidity, Session: scheme.Session,
 		ReadWrite: scheme.ReadWrite, StartupMillis: startup.Milliseconds(), ClusterReused: reused,
 	}
 	if scheme.Lease {
