@@ -169,7 +169,7 @@ type RunInfo struct {
 	Nemeses       []string `json:"nemeses"`
 	Seed          int64    `json:"seed"`
 	Clients       int      `json:"clients"`
-	TTLMillis     int64    `json:"ttl_ms"`        // lease TTL; 0 when the scheme has none
+	TTLMillis     int64    `json:"ttl_ms"` // lease TTL; 0 when the scheme has none
 	// Traits are what the lock promises; their JSON fields sit at the top
 	// level of the record, as before Traits existed.
 	Traits
@@ -177,7 +177,7 @@ type RunInfo struct {
 	// Fencing: the run handed out fencing tokens (the scheme can, and
 	// --fence asked for them). It hides Traits.Fencing, which is not
 	// recorded: read this one.
-	Fencing bool `json:"fencing"`
+	Fencing       bool     `json:"fencing"`
 	Wait          bool     `json:"wait"`          // blocking acquire
 	TimeLimitMs   int64    `json:"time_limit_ms"` // planned duration of the workload
 	StartedAt     string   `json:"started_at"`    // wall clock, RFC 3339, for humans only
