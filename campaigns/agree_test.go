@@ -60,7 +60,7 @@ func TestRunAndCampaignAgree(t *testing.T) {
 								TimeLimit: time.Second, Clients: 2, TTL: time.Second, OpTimeout: time.Second,
 								Hold: workloads.Range{Max: time.Millisecond},
 							}
-							_, _, _, err := o.Validate()
+							_, err := o.Validate()
 							if want.Status == mx.Applies {
 								require.NoError(t, err, name)
 							} else {
@@ -107,7 +107,7 @@ func TestRunAndCampaignAgree(t *testing.T) {
 func TestClockClientRefused(t *testing.T) {
 	o := harness.Options{Lock: "redis-lua", Nemesis: "clock-client", Cluster: "local", Machine: &mx.Machine{},
 		TimeLimit: time.Second, Clients: 2, TTL: time.Second, OpTimeout: time.Second}
-	_, _, _, err := o.Validate()
+	_, err := o.Validate()
 	require.ErrorAs(t, err, new(harness.UsageError))
 	st, why := campaigns.Applicable(scheme(t, "redis-lua"), "", "clock-client", campaigns.Environment{})
 	require.Equal(t, reports.CellNA, st)

@@ -253,7 +253,7 @@ func plan(c *Config, columns []string, env Environment) (*reports.Campaign, erro
 				if topology == "" {
 					topology = s.Topology
 				}
-				if sz, ok := harness.FaultSizing(camp.Cluster, topology, strings.Split(cell.Nemesis, ",")); ok {
+				if sz, ok := harness.FaultSizing(clusters.BackendName(camp.Cluster), topology, strings.Split(cell.Nemesis, ",")); ok {
 					cell.TTLNs, cell.Hold = int64(sz.TTL), fmt.Sprintf("%s..%s", sz.Hold.Min, sz.Hold.Max)
 					cell.TimeLimitNs = max(cell.TimeLimitNs, int64(sz.TimeLimit))
 					cell.Sizing = fmt.Sprintf("ttl %s, hold %s, at least %s (%s)", sz.TTL, cell.Hold, sz.TimeLimit, sz.Why)

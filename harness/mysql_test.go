@@ -174,7 +174,7 @@ func TestValidateTopology(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := baseOptions(t, tc.lock, tc.nemesis, 1)
 			o.Topology = tc.topology
-			_, _, _, err := o.Validate()
+			_, err := o.Validate()
 			require.ErrorAs(t, err, new(UsageError))
 			require.ErrorContains(t, err, tc.want)
 		})
@@ -182,7 +182,7 @@ func TestValidateTopology(t *testing.T) {
 	o := baseOptions(t, "mysql-unique", "failover", 1)
 	o.Topology = "mysql-replicated"
 	if len(clusters.Missing("mysql-replicated")) == 0 {
-		_, _, _, err := o.Validate()
+		_, err := o.Validate()
 		require.NoError(t, err)
 	}
 }
