@@ -167,7 +167,7 @@ func TestValidateTopology(t *testing.T) {
 		name, lock, nemesis, topology, want string
 	}{
 		{"a topology the scheme does not run on", "redis-lua", "none", "mysql-replicated", `lock redis-lua does not run on topology "mysql-replicated"`},
-		{"failover without a replica", "mysql-unique", "failover", "", "topology mysql has no primary with a replica to fail over (lock mysql-unique fails over with --topology mysql-replicated)"},
+		{"failover without a replica", "mysql-unique", "failover", "", "topology mysql has no primary with a replica to fail over"},
 		{"failover on redis", "redis-lua", "failover", "", "topology redis has no primary with a replica to fail over"},
 	}
 	for _, tc := range cases {

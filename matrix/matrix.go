@@ -180,11 +180,7 @@ func Applicable(c Cell, m Machine) Answer {
 func fits(name string, n nemesis.Needs, s locks.Scheme, t clusters.TopologyInfo, b clusters.BackendInfo) Answer {
 	switch {
 	case n.Failover && !t.FailsOver:
-		hint := ""
-		if i := slices.IndexFunc(s.Topologies, func(o string) bool { ot, _ := clusters.LookupTopology(o); return ot.FailsOver }); i >= 0 {
-			hint = fmt.Sprintf(" (lock %s fails over with --topology %s)", s.Name, s.Topologies[i])
-		}
-		return answer(NotApplicable, "the %s fault needs a primary with a replica: topology %s has no primary with a replica to fail over%s", name, t.Name, hint)
+		return answer(NotApplicable, "topology %s has no primary with a replica to fail over", t.Name)
 	case n.ClockShim && !b.ClockShim:
 		return answer(NotApplicable, "the %s fault needs the clock shim, which --cluster %s cannot add to a running stack: use --cluster %s", name, b.Name, clusters.Docker)
 	case n.ClockShim && !t.ClockShim:

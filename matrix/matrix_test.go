@@ -40,13 +40,6 @@ func TestTopologyRegistriesAgree(t *testing.T) {
 	}
 }
 
-func scheme(t *testing.T, name string) locks.Scheme {
-	t.Helper()
-	s, ok := locks.Lookup(name)
-	require.True(t, ok, name)
-	return s
-}
-
 func TestApplicable(t *testing.T) {
 	noRoot := matrix.Machine{NetErr: errors.New("network faults need root")}
 	noShim := matrix.Machine{ClockErr: errors.New("no libfaketime")}
@@ -62,7 +55,7 @@ func TestApplicable(t *testing.T) {
 		{"baseline", "redis-lua", "", []string{"none"}, nil, matrix.Machine{}, matrix.Applies, ""},
 		{"client clock, no validity check", "redis-lua", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.NotApplicable, "redis-lua never reads its own clock"},
 		{"client clock, redlock", "redlock", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.Applies, ""},
-		{"failover, no replica", "mysql-unique", "", []string{"failover"}, nil, matrix.Machine{}, matrix.NotApplicable, "--topology mysql-replicated"},
+		{"failover, no replica", "mysql-unique", "", []string{"failover"}, nil, matrix.Machine{}, matrix.NotApplicable, "topology mysql has no primary with a replica to fail over"},
 		{"failover, replicated", "mysql-unique", "mysql-replicated", []string{"failover"}, nil, matrix.Machine{}, matrix.Applies, ""},
 		{"clock shim on compose", "redis-lua", "", []string{"clock"}, nil, matrix.Machine{Cluster: "compose"}, matrix.NotApplicable, "--cluster compose cannot add"},
 		{"clock shim on zk", "zk", "", []string{"clock"}, nil, matrix.Machine{}, matrix.NotApplicable, "zk3 has none"},
@@ -79,7 +72,9 @@ func TestApplicable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			a := matrix.Applicable(matrix.Cell{Scheme: scheme(t, tc.lock), Topology: tc.topology, Faults: tc.faults, Params: tc.params}, tc.m)
+			s, ok := locks.Lookup(tc.lock)
+			require.True(t, ok, tc.lock)
+			a := matrix.Applicable(matrix.Cell{Scheme: s, Topology: tc.topology, Faults: tc.faults, Params: tc.params}, tc.m)
 			require.Equal(t, tc.want, a.Status, a.Reason())
 			require.Contains(t, a.Reason(), tc.why)
 			require.Equal(t, tc.want == matrix.Applies, a.Err == nil)
