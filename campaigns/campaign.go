@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/workloads"
 )
@@ -397,7 +398,7 @@ func Options2Harness(cell *reports.Cell, seed int64, store string) (harness.Opti
 		Lock: cell.Lock, Nemesis: cell.Nemesis, TimeLimit: time.Duration(cell.TimeLimitNs), Clients: cell.Clients,
 		TTL: time.Duration(cell.TTLNs), Seed: seed, Fence: cell.Fence, Wait: cell.Wait,
 		WaitTimeout: time.Duration(cell.WaitTimeoutNs), OpTimeout: time.Duration(cell.OpTimeoutNs),
-		Store: store, Cluster: "local", Topology: cell.Topology, Quiet: true, Out: io.Discard,
+		Store: store, Cluster: ClusterLocal, Topology: cell.Topology, Quiet: true, Out: io.Discard,
 		// A certain violation settles the cell's verdict: the rest of the
 		// run would only repeat it. The campaign's stop_early (--stop-early)
 		// decides (Run sets it from reports.Campaign.StopsEarly).
@@ -415,7 +416,7 @@ func Options2Harness(cell *reports.Cell, seed int64, store string) (harness.Opti
 		nemeses := strings.Split(cell.Nemesis, ",")
 		o.Params = map[string]string{}
 		for k, v := range cell.Params {
-			if known, applies, _ := harness.KnownParam(k, cell.Lock, topology, nemeses); applies || !known {
+			if known, applies, _ := matrix.KnownParam(k, cell.Lock, topology, nemeses); applies || !known {
 				o.Params[k] = v
 			}
 		}

@@ -3,17 +3,14 @@ package campaigns
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/clusters/local"
-	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 )
@@ -56,85 +53,42 @@ func ColumnName(nemeses string) string {
 	return strings.Join(parts, "+")
 }
 
-// Environment is what this machine can do; Probe fills it in. Tests set it
-// by hand.
-type Environment struct {
-	NetErr   error // why partitions cannot run (nil: they can)
-	ClockErr error // why the clock shim cannot run (on the host: --cluster local)
-	Missing  func(topology string) []clusters.Requirement
-	// Cluster is the backend every run starts its servers on: "local"
-	// (or "") or "docker". DockerErr says why the docker backend cannot
-	// run a topology here (no engine, no image of its servers), nil when
-	// it can; nil as a whole: it can run them all.
-	Cluster   string
-	DockerErr func(topology string) error
-}
+// Environment is what this machine can do and the backend every run
+// starts its servers on ("" or "local", or "docker"): a matrix.Machine.
+// Probe fills it in, ForCluster sets the backend. Tests set it by hand.
+type Environment matrix.Machine
 
 // Cluster backends a campaign runs on.
 const (
-	ClusterLocal  = "local"
-	ClusterDocker = "docker"
+	ClusterLocal  = string(clusters.Local)
+	ClusterDocker = string(clusters.Docker)
 )
 
+// Probe looks at this machine: root and netns for partitions, libfaketime
+// for clock jumps, server binaries for each topology.
+func Probe() Environment { return Environment(matrix.Probe()) }
+
 // ForCluster sets the backend and, for docker, looks whether it can run
-// here (it never pulls an image).
+// here (it never pulls an image). A campaign starts the servers of its
+// runs: it runs on local or docker, not on a compose stack.
 func (e *Environment) ForCluster(ctx context.Context, cluster string) error {
 	switch cluster {
 	case "", ClusterLocal:
 		e.Cluster = ClusterLocal
 	case ClusterDocker:
 		e.Cluster = ClusterDocker
-		seen := map[string]error{}
-		e.DockerErr = func(topology string) error {
-			kind := dockerKind(topology)
-			if err, ok := seen[kind]; ok {
-				return err
-			}
-			err := docker.Available(ctx, kind, nil)
-			seen[kind] = err
-			return err
-		}
+		e.DockerErr = matrix.DockerProbe(ctx)
 	default:
-		return fmt.Errorf("unknown cluster backend %q (a campaign runs on: local, docker)", cluster)
+		return fmt.Errorf("unknown cluster backend %q (a campaign runs on: %s, %s)", cluster, ClusterLocal, ClusterDocker)
 	}
 	return nil
 }
 
-// dockerKind is the image kind a topology's servers run on the docker
-// backend (docker.Image): redis, or the kinds the docker backend is
-// growing (zookeeper, etcd, mariadb); once docker.Topology names its kind,
-// this is docker.Lookup(topology).Kind.
-func dockerKind(topology string) string {
-	switch {
-	case strings.HasPrefix(topology, "zk"):
-		return "zookeeper"
-	case strings.HasPrefix(topology, "etcd"):
-		return "etcd"
-	case strings.HasPrefix(topology, "mysql"):
-		return "mariadb"
-	}
-	return docker.KindRedis
-}
-
-// Probe looks at this machine: root and netns for partitions, libfaketime
-// for clock jumps, server binaries for each topology.
-func Probe() Environment {
-	env := Environment{NetErr: nemesis.NetUnavailable(netns.Available()), Missing: clusters.Missing}
-	for _, lib := range []string{clusters.FaketimeLib, clusters.MallocDebugLib} {
-		if _, err := os.Stat(lib); err != nil {
-			env.ClockErr = fmt.Errorf("needs %s: apt-get install -y libfaketime", lib)
-		}
-	}
-	return env
-}
-
 // Applicable says whether the faults of column can hit scheme s on
-// topology, from the registries: a failover needs a topology that fails
-// over (local.FailsOver), a server clock jump a topology with the clock
-// shim, a client clock skew a scheme that reads its own clock
-// (ChecksValidity). It returns reports.CellNA with the reason when a fault
-// does not apply, reports.CellSkipped when it applies but this machine
-// cannot inject it (or lacks the servers), and "" when the cell can run.
+// topology, by matrix.Applicable (the rule `locktest run` follows too). It
+// returns reports.CellNA with the reason when a fault does not apply,
+// reports.CellSkipped when it applies but this machine cannot inject it
+// (or lacks the servers), and "" when the cell can run.
 func Applicable(s locks.Scheme, topology, column string, env Environment) (status, reason string) {
 	return ApplicableWith(s, topology, column, nil, env)
 }
@@ -143,70 +97,24 @@ func Applicable(s locks.Scheme, topology, column string, env Environment) (statu
 // some of which change what a fault needs: failover=isolate needs the
 // network layer and a topology that can cut its primary off it.
 func ApplicableWith(s locks.Scheme, topology, column string, params map[string]string, env Environment) (status, reason string) {
-	if topology == "" {
-		topology = s.Topology
+	if env.Cluster != ClusterDocker {
+		env.Cluster = ClusterLocal // a campaign runs on these two
 	}
-	if !s.RunsOn(topology) {
-		return reports.CellNA, fmt.Sprintf("%s does not run on %s", s.Name, topology)
+	a := matrix.Applicable(matrix.Cell{Scheme: s, Topology: topology, Faults: strings.Split(ColumnName(column), "+"), Params: params}, matrix.Machine(env))
+	return CellStatus(a), a.Reason()
+}
+
+// CellStatus is the status of a campaign's cell with answer a.
+func CellStatus(a matrix.Answer) string {
+	switch a.Status {
+	case matrix.Applies:
+		return ""
+	case matrix.NotApplicable:
+		return reports.CellNA
+	case matrix.Skipped:
+		return reports.CellSkipped
 	}
-	ns, _, err := nemesis.Parse(strings.ReplaceAll(column, "+", ","))
-	if err != nil {
-		return reports.CellError, err.Error()
-	}
-	needClock := false
-	for _, n := range ns {
-		if f, ok := n.(nemesis.FailoverNeeder); ok && f.NeedsFailover() && !local.FailsOver(topology) {
-			return reports.CellNA, fmt.Sprintf("topology %s has no primary with a replica to fail over", topology)
-		}
-		if c, ok := n.(nemesis.ClockShimNeeder); ok && c.NeedsClockShim() {
-			if !local.ClockShim(topology) {
-				return reports.CellNA, fmt.Sprintf("topology %s has no per-server clock shim", topology)
-			}
-			needClock = true
-		}
-		if n.Name() == "clock-client" && !s.ChecksValidity {
-			return reports.CellNA, fmt.Sprintf("%s never reads its own clock", s.Name)
-		}
-		if f, ok := n.(nemesis.FailoverNeeder); ok && f.NeedsFailover() {
-			if mode, _ := nemesis.ParseFailover(params["failover"]); mode == nemesis.FailoverIsolate {
-				if !local.IsolatesPrimary(topology) {
-					return reports.CellNA, fmt.Sprintf("topology %s cannot cut its primary off the network (failover=isolate)", topology)
-				}
-				if env.Cluster == ClusterDocker {
-					return reports.CellNA, "failover=isolate runs on --cluster local only"
-				}
-			}
-		}
-	}
-	needNet := nemesis.NeedsNet(ns, params)
-	if env.Cluster == ClusterDocker {
-		// Containers bring their servers and the clock shim; the host
-		// needs the engine and the image.
-		if !docker.Supports(topology) {
-			return reports.CellNA, fmt.Sprintf("--cluster docker runs the topologies %s; %s runs only on --cluster local", strings.Join(docker.Names(), ", "), topology)
-		}
-		if env.DockerErr != nil {
-			if err := env.DockerErr(topology); err != nil {
-				return reports.CellSkipped, err.Error()
-			}
-		}
-		if needNet && env.NetErr != nil {
-			return reports.CellSkipped, env.NetErr.Error()
-		}
-		return "", ""
-	}
-	if env.Missing != nil {
-		if m := env.Missing(topology); len(m) > 0 {
-			return reports.CellSkipped, clusters.MissingError(m).Error()
-		}
-	}
-	if needNet && env.NetErr != nil {
-		return reports.CellSkipped, env.NetErr.Error()
-	}
-	if needClock && env.ClockErr != nil {
-		return reports.CellSkipped, env.ClockErr.Error()
-	}
-	return "", ""
+	return reports.CellError
 }
 
 // AutoTopology picks, for a cell of scheme s on its own topology under
@@ -345,7 +253,7 @@ func plan(c *Config, columns []string, env Environment) (*reports.Campaign, erro
 				if topology == "" {
 					topology = s.Topology
 				}
-				if sz, ok := harness.FaultSizing(camp.Cluster, topology, strings.Split(cell.Nemesis, ",")); ok {
+				if sz, ok := harness.FaultSizing(clusters.BackendName(camp.Cluster), topology, strings.Split(cell.Nemesis, ",")); ok {
 					cell.TTLNs, cell.Hold = int64(sz.TTL), fmt.Sprintf("%s..%s", sz.Hold.Min, sz.Hold.Max)
 					cell.TimeLimitNs = max(cell.TimeLimitNs, int64(sz.TimeLimit))
 					cell.Sizing = fmt.Sprintf("ttl %s, hold %s, at least %s (%s)", sz.TTL, cell.Hold, sz.TimeLimit, sz.Why)

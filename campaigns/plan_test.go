@@ -271,7 +271,7 @@ func TestFailoverRunsOnAReplicatedTopology(t *testing.T) {
 		o, err := campaigns.Options2Harness(cell, 1, t.TempDir())
 		require.NoError(t, err)
 		require.Equal(t, "mysql-replicated", o.Topology)
-		if _, _, _, err = o.Validate(); err != nil { // a missing server, not the topology
+		if _, err = o.Validate(); err != nil { // a missing server, not the topology
 			require.NotContains(t, err.Error(), "failover", "the run validates on its topology")
 		}
 	}

@@ -165,7 +165,7 @@ func TestDoubleHolderFaults(t *testing.T) {
 }
 
 func TestLeaseContract(t *testing.T) {
-	info := history.RunInfo{Lease: true, TTLMillis: 100}
+	info := history.RunInfo{Traits: history.Traits{Lease: true}, TTLMillis: 100}
 	doubles := []Anomaly{{Cause: CauseLeaseExpired}, {Cause: CauseLeaseBroken}, {Cause: CauseUnknown}}
 	p := checkLeaseContract(info, doubles)
 	require.Equal(t, Fail, p.Status)

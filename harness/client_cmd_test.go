@@ -120,3 +120,23 @@ func TestBrokenClients(t *testing.T) {
 		})
 	}
 }
+
+// A client program whose ready message says its lock never reads its own
+// clock is refused the clock-client fault, as a built-in scheme is: a usage
+// error with the campaign's reason, after the probe and before any history
+// is recorded.
+func TestClientCmdRefusedFault(t *testing.T) {
+	needServer(t)
+	py := python(t, "redis")
+	o := clientCmdOptions(t, py+" "+example(t, "redis-py/client.py"), "redis", "clock-client", 350)
+	_, err := o.Validate()
+	require.NoError(t, err, "until the program's ready message, it may check its validity")
+	out, err := Run(context.Background(), o)
+	require.Nil(t, out)
+	var ue UsageError
+	require.ErrorAs(t, err, &ue)
+	require.ErrorContains(t, err, "never reads its own clock")
+	require.NotContains(t, err.Error(), "\n")
+	histories, _ := filepath.Glob(filepath.Join(o.Store, "*", "*", "*", "history.jsonl"))
+	require.Empty(t, histories, "nothing recorded")
+}

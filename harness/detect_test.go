@@ -47,7 +47,7 @@ func TestDetectorDoubleHolder(t *testing.T) {
 		}
 		return out
 	}
-	lease := history.RunInfo{FormatVersion: history.FormatVersion, Lock: "t", Lease: true, TTLMillis: 100, Clients: 2}
+	lease := history.RunInfo{FormatVersion: history.FormatVersion, Lock: "t", Traits: history.Traits{Lease: true}, TTLMillis: 100, Clients: 2}
 
 	// Client 2 granted while client 1, past its lease, still holds.
 	d := feedDetector(t, lease, cat(acq(1, 1, 0, 1, "a"), acq(2, 2, 150, 151, "b"), rel(1, 3, 300, 301, "a")))

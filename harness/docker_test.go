@@ -104,7 +104,7 @@ func TestDockerUsageErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := baseOptions(t, tc.lock, tc.nemesis, 1)
 			o.Cluster, o.Images = tc.cluster, tc.images
-			_, _, _, err := o.Validate()
+			_, err := o.Validate()
 			var ue UsageError
 			require.ErrorAs(t, err, &ue)
 			require.ErrorContains(t, err, tc.want)

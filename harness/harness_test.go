@@ -206,7 +206,7 @@ func TestValidate(t *testing.T) {
 		{"negative ttl", func(o *Options) { o.TTL = -time.Second }, "--ttl must be positive"},
 		{"none combined", func(o *Options) { o.Nemesis = "none,pause" }, "none cannot be combined"},
 		{"unknown backend", func(o *Options) { o.Cluster = "k8s" }, `unknown cluster backend "k8s"`},
-		{"clock on zk", func(o *Options) { o.Lock, o.Nemesis = "zk", "clock" }, "topology zk3 has none"},
+		{"clock on zk", func(o *Options) { o.Lock, o.Nemesis = "zk", "clock" }, "Redis and MySQL topologies have; zk3 has none"},
 		{"param typo", func(o *Options) { o.Params = map[string]string{"wait_timout": "5"} }, "unknown --param wait_timout (known: pause, "},
 		{"param of another topology", func(o *Options) { o.Params = map[string]string{"wait_timeout": "5"} }, "--param wait_timeout applies to mysql, mysql-replicated, not to lock redis-lua on topology redis"},
 		{"param of a fault not injected", func(o *Options) { o.Params = map[string]string{"pause": "0.1..0.3"} }, "--param pause sets the pause fault, which this run does not inject"},
@@ -222,7 +222,7 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := baseOptions(t, "redis-lua", "none", 1)
 			tc.mod(&o)
-			_, _, _, err := o.Validate()
+			_, err := o.Validate()
 			require.Error(t, err)
 			require.ErrorAs(t, err, new(UsageError))
 			require.Contains(t, err.Error(), tc.want)
@@ -247,7 +247,7 @@ func TestValidateFailoverParam(t *testing.T) {
 			o := baseOptions(t, tc.lock, tc.nemesis, 1)
 			o.Topology, o.Cluster = tc.topology, tc.cluster
 			o.Params = map[string]string{"failover": tc.mode}
-			_, _, _, err := o.Validate()
+			_, err := o.Validate()
 			require.ErrorAs(t, err, new(UsageError))
 			require.Contains(t, err.Error(), tc.want)
 			require.NotContains(t, err.Error(), "\n")
@@ -256,7 +256,7 @@ func TestValidateFailoverParam(t *testing.T) {
 	for _, mode := range []string{"kill", "isolate"} {
 		o := baseOptions(t, "redis-sentinel", "failover", 1)
 		o.Params = map[string]string{"failover": mode}
-		_, _, _, err := o.Validate()
+		_, err := o.Validate()
 		if mode == "isolate" && netns.Available() != nil {
 			require.ErrorContains(t, err, "failover with --param failover=isolate cannot run")
 			continue
@@ -270,18 +270,18 @@ func TestValidateFailoverParam(t *testing.T) {
 func TestValidateParamsAccepted(t *testing.T) {
 	o := baseOptions(t, "redis-lua", "pause", 1)
 	o.Params = map[string]string{"pause": "0.1..0.3"}
-	_, _, _, err := o.Validate()
+	_, err := o.Validate()
 	require.NoError(t, err)
 	o = baseOptions(t, "mysql-get-lock", "none", 1)
 	o.Params = map[string]string{"lock_wait": "1", "wait_timeout": "3"}
-	_, _, _, err = o.Validate()
+	_, err = o.Validate()
 	if err != nil {
 		require.NotContains(t, err.Error(), "--param") // a missing MariaDB may refuse it
 	}
 	o = baseOptions(t, "", "none", 1)
 	o.ClientCmd, o.Topology = "true", "redis"
 	o.Params = map[string]string{"my_client_setting": "x"}
-	_, _, _, err = o.Validate()
+	_, err = o.Validate()
 	require.NoError(t, err, "a --client-cmd run hands unknown params to the user's client")
 }
 

@@ -167,14 +167,14 @@ func TestValidateTopology(t *testing.T) {
 		name, lock, nemesis, topology, want string
 	}{
 		{"a topology the scheme does not run on", "redis-lua", "none", "mysql-replicated", `lock redis-lua does not run on topology "mysql-replicated"`},
-		{"failover without a replica", "mysql-unique", "failover", "", "the failover fault needs a topology with a primary and a replica; mysql has none"},
-		{"failover on redis", "redis-lua", "failover", "", "redis has none"},
+		{"failover without a replica", "mysql-unique", "failover", "", "topology mysql has no primary with a replica to fail over"},
+		{"failover on redis", "redis-lua", "failover", "", "topology redis has no primary with a replica to fail over"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			o := baseOptions(t, tc.lock, tc.nemesis, 1)
 			o.Topology = tc.topology
-			_, _, _, err := o.Validate()
+			_, err := o.Validate()
 			require.ErrorAs(t, err, new(UsageError))
 			require.ErrorContains(t, err, tc.want)
 		})
@@ -182,7 +182,7 @@ func TestValidateTopology(t *testing.T) {
 	o := baseOptions(t, "mysql-unique", "failover", 1)
 	o.Topology = "mysql-replicated"
 	if len(clusters.Missing("mysql-replicated")) == 0 {
-		_, _, _, err := o.Validate()
+		_, err := o.Validate()
 		require.NoError(t, err)
 	}
 }

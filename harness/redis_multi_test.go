@@ -171,10 +171,10 @@ func firstAfter(h *history.History, r checker.Result, fault, kind string) (time.
 func TestValidatePauseParam(t *testing.T) {
 	o := baseOptions(t, "redisson", "pause", 1)
 	o.Params = map[string]string{"pause": "0.1..0.3"}
-	_, _, _, err := o.Validate()
+	_, err := o.Validate()
 	require.NoError(t, err)
 	o.Params = map[string]string{"pause": "3..1"}
-	_, _, _, err = o.Validate()
+	_, err = o.Validate()
 	require.ErrorAs(t, err, new(UsageError))
 	require.ErrorContains(t, err, "--param pause")
 	require.NotContains(t, err.Error(), "\n")

@@ -133,6 +133,6 @@ func TestNetworkAndClockCells(t *testing.T) {
 func TestRedlockHasNoToken(t *testing.T) {
 	o := baseOptions(t, "redlock", "none", 1)
 	o.Fence = true
-	_, _, _, err := o.Validate()
+	_, err := o.Validate()
 	require.ErrorContains(t, err, "lock redlock cannot hand out fencing tokens")
 }

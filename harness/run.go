@@ -19,14 +19,12 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/docker"
-	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/runstate"
 	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/nemesis"
-	"github.com/locktest/locktest/protocol"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/workloads"
 )
@@ -79,6 +77,9 @@ type Options struct {
 	// any more, and the rest of the run would only repeat it. Not in
 	// fenced runs, where fencing may still contain the violation.
 	StopEarly bool `json:"stop_early,omitempty"`
+	// Machine, when not nil, is what the run takes this machine to be able
+	// to do, instead of probing it (tests).
+	Machine *matrix.Machine `json:"-"`
 	// Out receives progress lines and the final summary (os.Stdout if nil).
 	Out io.Writer `json:"-"`
 	// Pool, when not nil, lends the run a started cluster (see Pool); nil
@@ -136,108 +137,86 @@ func (e UsageError) Unwrap() error { return e.Err }
 
 func usage(format string, a ...any) error { return UsageError{fmt.Errorf(format, a...)} }
 
-// Validate checks the options and returns the scheme and nemeses they name.
-func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) {
+// Plan is a run the options describe, validated: the scheme, the faults,
+// the servers and where they run.
+type Plan struct {
+	Scheme   locks.Scheme
+	Nemeses  []nemesis.Nemesis
+	Names    []string // the faults' names, as --nemesis gave them
+	Topology string
+	Backend  clusters.BackendInfo
+	// Machine is what this machine can do, probed (or Options.Machine).
+	Machine matrix.Machine
+}
+
+// Cell is the plan's cell, for matrix.Applicable.
+func (p Plan) Cell(params map[string]string) matrix.Cell {
+	return matrix.Cell{Scheme: p.Scheme, Topology: p.Topology, Faults: p.Names, Params: params}
+}
+
+// Validate checks the options and returns the run they describe: a
+// UsageError (one line) when they are wrong or name a cell that
+// matrix.Applicable refuses.
+func (o *Options) Validate() (Plan, error) {
 	s, ok := locks.Lookup(o.Lock)
 	if o.ClientCmd != "" {
 		if o.Topology == "" {
-			return s, nil, nil, usage("--client-cmd needs --topology (the servers your client uses, e.g. redis)")
+			return Plan{}, usage("--client-cmd needs --topology (the servers your client uses, e.g. redis)")
 		}
 		name := o.Lock
 		if name == "" {
 			name = "client-cmd"
 		}
 		// What the lock promises comes from the program's ready message;
-		// until then assume a lease lock that may have tokens.
-		s, ok = locks.Scheme{Name: name, Topology: o.Topology, Lease: true, Fencing: true}, true
+		// until then assume a lease lock that may have tokens and may read
+		// its own clock: Run asks matrix.Applicable again once it knows.
+		s, ok = locks.Scheme{Name: name, Topology: o.Topology, Traits: history.Traits{Lease: true, Fencing: true, ChecksValidity: true}}, true
 	}
 	if !ok {
-		return s, nil, nil, usage("unknown lock %q (known: %s)", o.Lock, strings.Join(locks.Names(), ", "))
+		return Plan{}, usage("unknown lock %q (known: %s)", o.Lock, strings.Join(locks.Names(), ", "))
 	}
 	ns, names, err := nemesis.Parse(o.Nemesis)
 	if err != nil {
-		return s, nil, nil, UsageError{err}
+		return Plan{}, UsageError{err}
 	}
 	switch {
 	case o.Clients < 1:
-		return s, nil, nil, usage("--clients must be at least 1 (got %d)", o.Clients)
+		return Plan{}, usage("--clients must be at least 1 (got %d)", o.Clients)
 	case o.Clients > 200:
-		return s, nil, nil, usage("--clients must be at most 200 (got %d)", o.Clients)
+		return Plan{}, usage("--clients must be at most 200 (got %d)", o.Clients)
 	case o.TimeLimit <= 0:
-		return s, nil, nil, usage("--time-limit must be positive (got %s)", o.TimeLimit)
+		return Plan{}, usage("--time-limit must be positive (got %s)", o.TimeLimit)
 	case o.TTL <= 0:
-		return s, nil, nil, usage("--ttl must be positive (got %s)", o.TTL)
+		return Plan{}, usage("--ttl must be positive (got %s)", o.TTL)
 	case o.Hold.Min < 0 || o.Hold.Max < o.Hold.Min:
-		return s, nil, nil, usage("--hold must be MIN..MAX with 0 <= MIN <= MAX")
+		return Plan{}, usage("--hold must be MIN..MAX with 0 <= MIN <= MAX")
 	case o.OpTimeout <= 0:
-		return s, nil, nil, usage("--op-timeout must be positive")
+		return Plan{}, usage("--op-timeout must be positive")
 	case o.Wait && o.WaitTimeout <= 0:
-		return s, nil, nil, usage("--wait-timeout must be positive")
+		return Plan{}, usage("--wait-timeout must be positive")
 	case o.Fence && !s.Fencing:
-		return s, nil, nil, usage("lock %s cannot hand out fencing tokens", s.Name)
+		return Plan{}, usage("lock %s cannot hand out fencing tokens", s.Name)
 	}
-	if o.Cluster != "local" && o.Cluster != "docker" && o.Cluster != "compose" {
-		return s, nil, nil, usage("unknown cluster backend %q (this build has: local, docker, compose)", o.Cluster)
+	backend, err := clusters.ParseBackend(o.Cluster)
+	if err != nil {
+		return Plan{}, UsageError{err}
 	}
-	topology := o.topologyOf(s)
-	if !s.RunsOn(topology) {
-		return s, nil, nil, usage("lock %s does not run on topology %q (it runs on: %s)", s.Name, topology, strings.Join(append([]string{s.Topology}, s.Topologies...), ", "))
-	}
-	if o.Cluster != "local" {
-		if err := validateContainers(o.Cluster, topology, ns); err != nil {
-			return s, nil, nil, err
-		}
+	p := Plan{Scheme: s, Nemeses: ns, Names: names, Topology: o.topologyOf(s), Backend: backend, Machine: o.machine(backend.Name)}
+	if a := matrix.Applicable(p.Cell(o.Params), p.Machine); a.Status != matrix.Applies {
+		return Plan{}, UsageError{a.Err}
 	}
 	for kind := range o.Images {
-		if o.Cluster != "docker" {
-			return s, nil, nil, usage("--image applies to --cluster docker only")
+		if backend.Name != clusters.Docker {
+			return Plan{}, usage("--image applies to --cluster docker only")
 		}
 		if !slices.Contains(docker.Kinds, kind) {
-			return s, nil, nil, usage("--image %s=...: unknown kind of server (known: %s)", kind, strings.Join(docker.Kinds, ", "))
+			return Plan{}, usage("--image %s=...: unknown kind of server (known: %s)", kind, strings.Join(docker.Kinds, ", "))
 		}
 	}
-	if needsFailover(ns) && !local.FailsOver(topology) {
-		return s, nil, nil, usage("the failover fault needs a topology with a primary and a replica; %s has none (with the MySQL schemes: --topology mysql-replicated)", topology)
+	if err := o.validateParams(s, p.Topology, names); err != nil {
+		return Plan{}, err
 	}
-	if m := clusters.Missing(topology); len(m) > 0 && o.Cluster == "local" {
-		return s, nil, nil, UsageError{clusters.MissingError(m)}
-	}
-	if mode, err := nemesis.ParseFailover(o.Params["failover"]); err != nil {
-		return s, nil, nil, usage("--param failover: %v", err)
-	} else if mode == nemesis.FailoverIsolate && needsFailover(ns) {
-		switch {
-		case o.Cluster != "local":
-			return s, nil, nil, usage("--param failover=isolate runs on --cluster local only")
-		case !local.IsolatesPrimary(topology):
-			return s, nil, nil, usage("--param failover=isolate needs a topology that can cut its primary off the network (redis-sentinel); %s kills its primary (failover=kill)", topology)
-		}
-	}
-	if needsNet(ns, o.Params) {
-		if err := nemesis.NetUnavailable(netns.Available()); err != nil {
-			return s, nil, nil, UsageError{err}
-		}
-	}
-	if needsClockShim(ns) && o.Cluster == "local" && !local.ClockShim(topology) {
-		return s, nil, nil, usage("the clock fault needs servers under the per-server clock shim; topology %s has none (ZooKeeper and etcd expire sessions on monotonic clocks)", topology)
-	}
-	if needsClockShim(ns) && o.Cluster == "local" {
-		if err := clusters.CheckClockShim(); err != nil {
-			return s, nil, nil, usage("the clock fault: %v", err)
-		}
-	}
-	if _, err := nemesis.ParseShapes(o.Params["partition"]); err != nil {
-		return s, nil, nil, usage("--param partition: %v", err)
-	}
-	if _, err := nemesis.ParseClockDirections(o.Params["clock"]); err != nil {
-		return s, nil, nil, UsageError{err}
-	}
-	if _, _, err := nemesis.ParsePause(o.Params["pause"]); err != nil {
-		return s, nil, nil, usage("--param pause: %v", err)
-	}
-	if err := o.validateParams(s, topology, names); err != nil {
-		return s, nil, nil, err
-	}
-	return s, ns, names, nil
+	return p, nil
 }
 
 // Sizing is what a fault needs of the workload to be able to matter on a
@@ -263,7 +242,7 @@ type Sizing struct {
 // A MariaDB failover on containers promotes the replica 0.25-0.3 s after
 // the kill (locally a few milliseconds): holds of 50-500 ms are over by
 // then.
-func FaultSizing(cluster, topology string, nemeses []string) (Sizing, bool) {
+func FaultSizing(cluster clusters.BackendName, topology string, nemeses []string) (Sizing, bool) {
 	if !slices.Contains(nemeses, "failover") {
 		return Sizing{}, false
 	}
@@ -273,36 +252,13 @@ func FaultSizing(cluster, topology string, nemeses []string) (Sizing, bool) {
 			TTL: 6 * time.Second, Hold: workloads.Range{Min: 3 * time.Second, Max: 4 * time.Second}, TimeLimit: 12 * time.Second,
 			Why: "Sentinel promotes a replica about 2.3 s after the master fails: the lease and the holds outlive that",
 		}, true
-	case topology == "mysql-replicated" && cluster != "local" && cluster != "":
+	case topology == "mysql-replicated" && cluster != clusters.Local && cluster != "":
 		return Sizing{
 			TTL: 3 * time.Second, Hold: workloads.Range{Min: time.Second, Max: 1500 * time.Millisecond}, TimeLimit: 10 * time.Second,
 			Why: "on containers the replica is promoted 0.25-0.3 s after the primary is killed: the holds outlive that, the lease the holds",
 		}, true
 	}
 	return Sizing{}, false
-}
-
-// faultParams are the --param keys the faults read, each named after its fault.
-var faultParams = []string{"pause", "pause-server", "kill", "partition", "clock", "failover"}
-
-// KnownParam reports whether some fault, scheme or topology reads the
-// --param key, and whether a run of scheme on topology with faults
-// nemeses reads it; for has the faults, schemes or topologies that do.
-func KnownParam(key, scheme, topology string, nemeses []string) (known, applies bool, for_ string) {
-	if slices.Contains(faultParams, key) {
-		return true, slices.Contains(nemeses, key), "the " + key + " fault"
-	}
-	i := slices.IndexFunc(local.Params, func(p local.Param) bool { return p.Name == key })
-	if i < 0 {
-		return false, false, ""
-	}
-	p := local.Params[i]
-	for _, name := range strings.Split(p.For, ",") {
-		if name = strings.TrimSpace(name); name == topology || name == scheme {
-			return true, true, p.For
-		}
-	}
-	return true, false, p.For
 }
 
 // validateParams refuses a --param key nothing reads (a typo would
@@ -316,18 +272,17 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		known, applies, for_ := KnownParam(k, s.Name, topology, nemeses)
+		known, applies, for_ := matrix.KnownParam(k, s.Name, topology, nemeses)
+		isFault, err := nemesis.CheckParam(k, o.Params[k])
 		switch {
+		case applies && err != nil:
+			return UsageError{err}
 		case applies:
-		case slices.Contains(faultParams, k):
+		case isFault:
 			return usage("--param %s sets the %s fault, which this run does not inject (--nemesis %s)", k, k, strings.Join(nemeses, ","))
 		case o.ClientCmd != "":
 		case !known:
-			names := slices.Clone(faultParams)
-			for _, p := range local.Params {
-				names = append(names, p.Name)
-			}
-			return usage("unknown --param %s (known: %s)", k, strings.Join(names, ", "))
+			return usage("unknown --param %s (known: %s)", k, strings.Join(matrix.ParamNames(), ", "))
 		default:
 			return usage("--param %s applies to %s, not to lock %s on topology %s", k, for_, s.Name, topology)
 		}
@@ -341,20 +296,17 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 	return nil
 }
 
-// validateContainers checks a run on the docker or compose backend: a
-// topology clusters/docker lists, and no fault that backend lacks.
-func validateContainers(backend, topology string, ns []nemesis.Nemesis) error {
-	t, ok := docker.Lookup(topology)
-	if !ok {
-		return usage("--cluster %s does not run topology %s (it runs: %s)", backend, topology, strings.Join(docker.Names(), ", "))
+// machine is what this machine can do for a run on backend: probed, or
+// the one a test set (Options.Machine).
+func (o *Options) machine(backend clusters.BackendName) matrix.Machine {
+	var m matrix.Machine
+	if o.Machine != nil {
+		m = *o.Machine
+	} else {
+		m = matrix.Probe()
 	}
-	if backend == "compose" && needsClockShim(ns) {
-		return usage("the clock fault needs the clock shim, which --cluster compose cannot add to a running stack: use --cluster docker")
-	}
-	if needsClockShim(ns) && !t.ClockShim {
-		return usage("the clock fault needs the clock shim, which only the Redis and MySQL topologies have; %s has none", topology)
-	}
-	return nil
+	m.Cluster = string(backend)
+	return m
 }
 
 // topologyOf is the topology a run of s starts: --topology, else the
@@ -366,306 +318,26 @@ func (o *Options) topologyOf(s locks.Scheme) string {
 	return s.Topology
 }
 
+// needsFailover: the faults ns need a topology that fails over.
 func needsFailover(ns []nemesis.Nemesis) bool {
-	for _, n := range ns {
-		if f, ok := n.(nemesis.FailoverNeeder); ok && f.NeedsFailover() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ns, func(n nemesis.Nemesis) bool { return needs(n).Failover })
 }
 
+// needsClockShim: the faults ns need servers under the clock shim.
 func needsClockShim(ns []nemesis.Nemesis) bool {
-	for _, n := range ns {
-		if c, ok := n.(nemesis.ClockShimNeeder); ok && c.NeedsClockShim() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ns, func(n nemesis.Nemesis) bool { return needs(n).ClockShim })
+}
+
+// needs is what fault n needs whatever its --param (its declaration).
+func needs(n nemesis.Nemesis) nemesis.Needs {
+	info, _ := nemesis.Lookup(n.Name())
+	return info.Needs
 }
 
 // needsNet: the run's faults need the network layer with its --param
 // settings (partitions; failover=isolate).
 func needsNet(ns []nemesis.Nemesis, params map[string]string) bool {
 	return nemesis.NeedsNet(ns, params)
-}
-
-// Run runs one cell. ctx is the interrupt: when it is done the run heals its
-// faults, stops everything, still checks and writes what it recorded, and
-// returns with Interrupted set.
-func Run(ctx context.Context, o Options) (*Outcome, error) {
-	scheme, nemeses, names, err := o.Validate()
-	if err != nil {
-		return nil, err
-	}
-	out := o.Out
-	if out == nil {
-		out = os.Stdout
-	}
-	say := func(format string, a ...any) {
-		if !o.Quiet {
-			fmt.Fprintf(out, format+"\n", a...)
-		}
-	}
-	sized := ""
-	if o.SizeForFaults {
-		if sz, ok := FaultSizing(o.Cluster, o.topologyOf(scheme), names); ok {
-			ttl, hold, why := sz.TTL, sz.Hold, sz.Why
-			o.TTL, o.Hold = ttl, hold
-			sized = fmt.Sprintf("sized for %s on %s: --ttl %s --hold %s..%s (%s; set --ttl or --hold to choose)",
-				strings.Join(names, ","), o.topologyOf(scheme), ttl, hold.Min, hold.Max, why)
-		}
-	}
-	started := time.Now()
-	dir, err := newRunDir(o.Store, scheme.Name, strings.Join(names, "+"), started)
-	if err != nil {
-		return nil, err
-	}
-	// Unique per run, even for runs a process starts in the same instant.
-	seq := runSeq.Add(1)
-	runID := "lt" + started.Format("150405") + fmt.Sprintf("%04x%02x", os.Getpid()&0xffff, seq&0xff)
-	tracker, err := runstate.Open(runID, dir)
-	if err != nil {
-		return nil, err
-	}
-	defer tracker.Close()
-
-	if err := os.MkdirAll(filepath.Join(dir, "clients"), 0o755); err != nil {
-		return nil, err
-	}
-	if err := writeJSON(filepath.Join(dir, "config.json"), map[string]any{
-		"options": o, "run_id": runID, "version": Version, "started": started.Format(time.RFC3339Nano),
-		"scheme":  map[string]any{"name": scheme.Name, "topology": o.topologyOf(scheme), "lease": scheme.Lease, "fencing": scheme.Fencing, "reentrant": scheme.Reentrant},
-		"nemeses": names,
-	}); err != nil {
-		return nil, err
-	}
-	say("locktest %s: lock %s, nemesis %s, %d clients, %s, seed %d", Version, o.Lock, strings.Join(names, ","), o.Clients, o.TimeLimit, o.Seed)
-	say("run directory: %s", dir)
-	if sized != "" {
-		say("%s", sized)
-	}
-
-	// Cluster.
-	t0 := time.Now()
-	var backend clusters.Backend = local.Backend{}
-	// Servers run with other working directories: every path they get is
-	// absolute (a relative clock-shim file shifted nothing).
-	absDir, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	spec := clusters.Spec{Topology: o.topologyOf(scheme), Dir: absDir, Tracker: tracker, Params: o.Params, ClockShim: needsClockShim(nemeses), RunID: runID}
-	switch o.Cluster {
-	case "docker":
-		backend = docker.Backend{Images: o.Images}
-		tracker.SetDocker(os.Getenv("DOCKER_HOST"))
-	case "compose":
-		backend = docker.Compose{}
-	}
-	pooled := o.Pool.covers(o)
-	if pooled {
-		backend = o.Pool.backend(o, names)
-	}
-	var network *netns.Net
-	var netID string
-	if needsNet(nemeses, o.Params) && o.Cluster != "local" {
-		// The container backends bring their own network (clusters.Networked).
-		spec.NetID = netns.Prefix + fmt.Sprintf("%x", started.UnixNano()%0xffffff) + fmt.Sprintf("%x", os.Getpid()%0xfff)
-		tracker.SetNet(spec.NetID)
-	} else if needsNet(nemeses, o.Params) && !pooled {
-		netID = netns.Prefix + fmt.Sprintf("%x%x%02x", started.UnixNano()%0xffffff, os.Getpid()%0xfff, seq&0xff)
-		tracker.SetNet(netID)
-		if network, err = netns.New(netID); err != nil {
-			return nil, err
-		}
-		// Runs after the cluster and the clients are stopped (defers
-		// run last-registered first).
-		defer func() {
-			_ = network.Heal(context.Background())
-			_ = network.Close()
-		}()
-	}
-	spec.Net = network
-	cl, err := backend.Start(ctx, spec)
-	if err != nil {
-		return nil, fmt.Errorf("start %s cluster: %w", o.topologyOf(scheme), err)
-	}
-	if nw, ok := cl.(clusters.Networked); ok && nw.Net() != nil {
-		network = nw.Net() // closed by cl.Stop
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = cl.Stop(sctx)
-	}()
-	startup := time.Since(t0)
-	poolDir, reused := pooledRun(cl)
-	if reused {
-		startup = 0
-	}
-	say("cluster %s up in %s: %s", o.topologyOf(scheme), startup.Round(time.Millisecond), strings.Join(cl.Addrs(), " "))
-
-	// History.
-	argv := o.ClientArgv
-	if o.ClientCmd != "" {
-		// exec: the process the harness pauses and kills is the user's
-		// program itself, not a shell around it.
-		argv = []string{"sh", "-c", "exec " + o.ClientCmd}
-	}
-	if argv == nil {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, err
-		}
-		argv = []string{exe, "worker"}
-	}
-	hello := protocol.Hello{
-		Lock: scheme.Name, Servers: cl.Addrs(), Key: lockKey(cl, runID), TTLMillis: o.TTL.Milliseconds(),
-		Fence: o.Fence, Wait: o.Wait, WaitTimeoutMs: o.WaitTimeout.Milliseconds(),
-		OpTimeoutMs: o.OpTimeout.Milliseconds(), Seed: o.Seed, Params: o.Params,
-	}
-	if o.ClientCmd != "" {
-		// The user's program says what its lock promises, and shows that it
-		// starts at all, before the run depends on it.
-		probeArgv := argv
-		if network != nil {
-			h, err := network.AddHost("probe")
-			if err != nil {
-				return nil, err
-			}
-			probeArgv = h.Command(argv...)
-		}
-		ready, err := workloads.Probe(probeArgv, hello, filepath.Join(dir, "clients", "probe.stderr"), 10*time.Second)
-		if err != nil {
-			return nil, ClientError{fmt.Errorf("--client-cmd %q: %w", o.ClientCmd, err)}
-		}
-		if li := ready.Lock; li != nil {
-			scheme.Lease, scheme.Fencing, scheme.Reentrant = li.Lease, li.Fencing, li.Reentrant
-			scheme.ChecksValidity, scheme.Renews, scheme.Session = li.ChecksValidity, li.Renews, li.Session
-			if li.Name != "" {
-				scheme.Summary = li.Name
-			}
-		}
-		if o.Fence && !scheme.Fencing {
-			return nil, ClientError{fmt.Errorf("--fence: the client program's lock (%s) hands out no fencing tokens (its ready message says fencing: false)", scheme.Name)}
-		}
-		say("client program: %s (lease %v, fencing %v, reentrant %v)", orDefault(scheme.Summary, o.ClientCmd), scheme.Lease, scheme.Fencing, scheme.Reentrant)
-	}
-
-	base := history.Monotonic()
-	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), base, false)
-	if err != nil {
-		return nil, err
-	}
-	defer rec.Close()
-	ttl := o.TTL
-	info := &history.RunInfo{
-		FormatVersion: history.FormatVersion, Lock: scheme.Name, Nemeses: names, Seed: o.Seed,
-		Clients: o.Clients, Lease: scheme.Lease, Fence: o.Fence, Fencing: scheme.Fencing && o.Fence, Wait: o.Wait,
-		TimeLimitMs: o.TimeLimit.Milliseconds(), StartedAt: started.Format(time.RFC3339), Cluster: o.Cluster,
-		Topology: o.topologyOf(scheme), Version: Version, Servers: cl.Versions(), Command: o.Command,
-		DeadlockMs: (2*ttl + time.Second).Milliseconds(), BaseMonotonic: base,
-		Reentrant: scheme.Reentrant, Renews: scheme.Renews, ChecksValidity: scheme.ChecksValidity, Session: scheme.Session,
-		ReadWrite: scheme.ReadWrite, StartupMillis: startup.Milliseconds(), ClusterReused: reused,
-	}
-	if scheme.Lease {
-		info.TTLMillis = ttl.Milliseconds()
-	}
-	if scheme.Session && !scheme.Renews && strings.HasPrefix(info.Topology, "mysql") {
-		if set, err := recipe.MySQLSettingsFrom(o.Params); err == nil {
-			info.IdleTimeoutMillis = int64(set.WaitTimeout) * 1000
-		}
-	}
-	if o.Wait {
-		// A blocking acquire hides failed tries inside one operation.
-		info.DeadlockMs += o.WaitTimeout.Milliseconds()
-	}
-	rec.RecordAt(history.Event{Type: history.Run, Info: info}, 0)
-
-	wl := workloads.NewRunner(workloads.Config{
-		Clients: o.Clients, Argv: argv,
-		Hello: hello,
-		Hold:  o.Hold, Think: o.Think, Seed: o.Seed, Dir: dir,
-		ReplyLimit: replyLimit(o),
-		StartLimit: 10 * time.Second,
-		ClientHost: clientHost(network),
-		Tracker:    tracker, Recorder: rec, Resource: workloads.NewResource(0, o.Fence),
-		Reentrant: scheme.Reentrant,
-		ReadWrite: scheme.ReadWrite,
-	})
-	procs, err := wl.Start()
-	if err != nil {
-		rec.Record(history.Event{Type: history.RunEnd, Detail: "harness error: " + err.Error()}, nil)
-		return nil, err
-	}
-	say("%d client processes started; running for %s", len(procs), o.TimeLimit)
-
-	stop, stopNow := context.WithTimeout(ctx, o.TimeLimit)
-	defer stopNow()
-	// The online checker: the first violation as soon as it is certain,
-	// and with StopEarly the end of the run there.
-	var stoppedEarly atomic.Bool
-	det := detect(rec, *info, func() {
-		// In a fenced run a lock-level violation may still be contained
-		// by the resource (a safe verdict): only the final check tells.
-		if o.StopEarly && !o.Fence {
-			stoppedEarly.Store(true)
-			stopNow()
-		}
-	})
-	env := &nemesis.Env{Recorder: rec, Cluster: cl, Workload: wl, TTL: ttl, Seed: o.Seed, Net: network, Params: o.Params}
-	nemErr := make(chan error, 1)
-	go func() {
-		err := nemesis.RunAll(stop, env, nemeses)
-		if err != nil {
-			stopNow() // a fault that failed: the run is aborted now
-		}
-		nemErr <- err
-	}()
-	if !o.Quiet {
-		go progress(stop, out, rec, o.TimeLimit)
-	}
-	wlErr := wl.Run(ctx, stop, procs)
-	stopNow()
-	nErr := <-nemErr
-	detected := det.finish()
-	interrupted := ctx.Err() != nil
-	endDetail := "time limit"
-	switch {
-	case stoppedEarly.Load() && wlErr == nil && nErr == nil && !interrupted:
-		endDetail = history.EndedEarly
-		detected.Stopped = true
-	case interrupted:
-		endDetail = history.EndedInterrupted
-	case wlErr != nil || nErr != nil:
-		endDetail = "harness error: " + errors.Join(wlErr, nErr).Error()
-	}
-	rec.Record(history.Event{Type: history.RunEnd, Detail: endDetail}, nil)
-	if err := rec.Close(); err != nil {
-		return nil, err
-	}
-	if wlErr != nil || nErr != nil {
-		if !interrupted {
-			return &Outcome{Dir: dir}, fmt.Errorf("run aborted (history kept in %s): %w", dir, errors.Join(wlErr, nErr))
-		}
-	}
-
-	if detected != nil {
-		stopped := ""
-		if detected.Stopped {
-			stopped = "; the run stopped there (--stop-early)"
-		}
-		say("online checker: a %s that began at %.2fs was certain at %.2fs%s", detected.Kind, detected.ViolationAt.Seconds(), detected.CertainAt.Seconds(), stopped)
-	}
-	res, err := CheckDir(dir, out, o.Quiet)
-	if err != nil {
-		return nil, err
-	}
-	if !interrupted {
-		keepCluster(cl)
-	}
-	return &Outcome{Dir: dir, Result: *res, Interrupted: interrupted, Startup: startup, NetID: netID, Detected: detected, Cluster: poolDir, Reused: reused}, nil
 }
 
 // clientHost gives each client its own namespace when the run has a

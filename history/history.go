@@ -134,6 +134,34 @@ type Event struct {
 	Info *RunInfo `json:"info,omitempty"` // Run header only
 }
 
+// Traits are what a lock promises, declared once: a scheme's
+// (locks.Scheme), a client program's (protocol.LockInfo, from its ready
+// message) and a run's record (RunInfo) embed them, and encoding/json
+// flattens them into the record that embeds them, with these field
+// names.
+type Traits struct {
+	Lease bool `json:"lease"` // the lock expires by itself after the TTL
+	// Fencing: the lock can hand out fencing tokens (--fence).
+	Fencing bool `json:"fencing,omitempty"`
+	// Reentrant: the same client can take the lock again while it holds
+	// it, and must release it as many times; each cycle acquires twice
+	// (nested) and releases twice.
+	Reentrant bool `json:"reentrant,omitempty"`
+	// ChecksValidity: the client stops using the resource once its own
+	// computed validity ends (Operation.ValidUntil, on its clock).
+	ChecksValidity bool `json:"checks_validity,omitempty"`
+	// Renews: the client renews its lease while it lives (a watchdog), so
+	// a lease outlives grant + TTL as long as its holder runs; when it
+	// ends is not recorded.
+	Renews bool `json:"renews,omitempty"`
+	// Session: the lock belongs to the client's session with the server
+	// (a connection, a ZooKeeper session, an etcd lease) and dies with it:
+	// at once when the client's process dies and its connection closes,
+	// or, with Renews, TTL after the last heartbeat the server heard,
+	// which the client sends every TTL/3 from before it acquires.
+	Session bool `json:"session,omitempty"`
+}
+
 // RunInfo is the header of a history: everything needed to check it again.
 type RunInfo struct {
 	FormatVersion int      `json:"format_version"`
@@ -141,10 +169,15 @@ type RunInfo struct {
 	Nemeses       []string `json:"nemeses"`
 	Seed          int64    `json:"seed"`
 	Clients       int      `json:"clients"`
-	TTLMillis     int64    `json:"ttl_ms"`        // lease TTL; 0 when the scheme has none
-	Lease         bool     `json:"lease"`         // the lock expires by itself after TTL
-	Fence         bool     `json:"fence"`         // the resource enforced fencing tokens
-	Fencing       bool     `json:"fencing"`       // the scheme hands out fencing tokens
+	TTLMillis     int64    `json:"ttl_ms"` // lease TTL; 0 when the scheme has none
+	// Traits are what the lock promises; their JSON fields sit at the top
+	// level of the record, as before Traits existed.
+	Traits
+	Fence bool `json:"fence"` // the resource enforced fencing tokens
+	// Fencing: the run handed out fencing tokens (the scheme can, and
+	// --fence asked for them). It hides Traits.Fencing, which is not
+	// recorded: read this one.
+	Fencing       bool     `json:"fencing"`
 	Wait          bool     `json:"wait"`          // blocking acquire
 	TimeLimitMs   int64    `json:"time_limit_ms"` // planned duration of the workload
 	StartedAt     string   `json:"started_at"`    // wall clock, RFC 3339, for humans only
@@ -157,23 +190,9 @@ type RunInfo struct {
 	ResourceStart int64    `json:"resource_start"`              // initial value of the resource
 	Extra         any      `json:"extra,omitempty"`             // scheme-specific settings
 	BaseMonotonic int64    `json:"base_monotonic_ns,omitempty"` // CLOCK_MONOTONIC at Time 0
-	Reentrant     bool     `json:"reentrant,omitempty"`         // each cycle acquires twice (nested) and releases twice
-	// Renews: the client renews its lease while it lives (a watchdog), so
-	// a lease outlives grant + TTL as long as its holder runs; when it
-	// ends is not recorded.
-	Renews bool `json:"renews,omitempty"`
-	// ChecksValidity: the client stops using the resource once its own
-	// computed validity ends (Operation.ValidUntil).
-	ChecksValidity bool `json:"checks_validity,omitempty"`
 	// ReadWrite: the lock has shared (read) and exclusive (write) holders;
 	// acquires carry Mode, and readers only read the resource.
 	ReadWrite bool `json:"read_write,omitempty"`
-	// Session: the lock belongs to the client's session with the server
-	// (a connection, a ZooKeeper session, an etcd lease) and dies with it:
-	// at once when the client's process dies and its connection closes,
-	// or, with Renews, TTL after the last heartbeat the server heard,
-	// which the client sends every TTL/3 from before it acquires.
-	Session bool `json:"session,omitempty"`
 	// IdleTimeoutMillis: the server of a Session lock without heartbeats
 	// closes a connection idle this long (MariaDB's wait_timeout), and
 	// the lock goes with it; 0 when none is known.

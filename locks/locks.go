@@ -104,64 +104,55 @@ type Scheme struct {
 	// Topologies lists the other topologies it also runs on, chosen with
 	// --topology (the MySQL schemes run on "mysql-replicated" too).
 	Topologies []string
-	Lease      bool // the lock expires by itself after the TTL
-	Fencing    bool // can hand out fencing tokens (--fence)
-	// ChecksValidity: the client stops using the resource once its own
-	// computed validity (Lease.ValidUntil, on its clock) has passed.
-	ChecksValidity bool
-	// Reentrant: the same client can take the lock again while it holds
-	// it, and must release it as many times; the workload then acquires
-	// twice and releases twice in every cycle.
-	Reentrant bool
+	// Traits are what the lock promises: lease, fencing tokens (--fence),
+	// reentrant, validity checks on its own clock (Lease.ValidUntil),
+	// renewals, a session; the same type a client program's ready message
+	// and a run's history carry.
+	history.Traits
 	// ReadWrite: the lock has shared (read) and exclusive (write) holders
 	// (a ModeLock); the workload mixes readers and writers.
 	ReadWrite bool
-	// Renews: a watchdog renews the lease while the holder lives.
-	Renews bool
-	// Session: the lock belongs to the client's session and dies with it
-	// (history.RunInfo.Session).
-	Session bool
-	New     func(Config) (Lock, error)
+	New       func(Config) (Lock, error)
 }
 
 // Schemes is the registry of every scheme, in the order `locktest list`
 // shows them.
 var Schemes = []Scheme{
-	{Name: "redis-setnx", Topology: "redis", Fencing: true, New: newSetNX,
+	{Name: "redis-setnx", Topology: "redis", Traits: history.Traits{Fencing: true}, New: newSetNX,
 		Summary: "SETNX key id, no TTL; release DEL. A crashed holder keeps the lock forever."},
-	{Name: "redis-setnx-expire", Topology: "redis", Lease: true, Fencing: true, New: newSetNXExpire,
+	{Name: "redis-setnx-expire", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newSetNXExpire,
 		Summary: "SETNX then EXPIRE in two round trips; release DEL. A crash between them leaves a lock with no TTL."},
-	{Name: "redis-del", Topology: "redis", Lease: true, Fencing: true, New: newDel,
+	{Name: "redis-del", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newDel,
 		Summary: "SET key id NX PX ttl; release plain DEL with no owner check: can delete another client's lock."},
-	{Name: "redis-lua", Topology: "redis", Lease: true, Fencing: true, New: newLua,
+	{Name: "redis-lua", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newLua,
 		Summary: "SET key id NX PX ttl; release Lua compare-and-delete. The textbook single-instance lock."},
-	{Name: "redis-lua-lenient", Topology: "redis", Lease: true, Fencing: true, New: newLuaLenient,
+	{Name: "redis-lua-lenient", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newLuaLenient,
 		Summary: "SET NX PX; release Lua that returns 1 when the key is not ours, reporting an expired lease as released."},
-	{Name: "redlock", Topology: "redis5", Lease: true, ChecksValidity: true, New: newRedlock,
+	{Name: "redlock", Topology: "redis5", Traits: history.Traits{Lease: true, ChecksValidity: true}, New: newRedlock,
 		Summary: "Redlock over 5 independent masters: majority of SET NX PX within the TTL, validity = TTL - elapsed - drift; no fencing token."},
-	{Name: "redisson", Topology: "redis", Lease: true, Renews: true, Fencing: true, Reentrant: true, New: newRedisson,
+	{Name: "redisson", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true, Reentrant: true, Renews: true}, New: newRedisson,
 		Summary: "Redisson's RLock: hash {uuid:thread: count} by HINCRBY + PEXPIRE in Lua, reentrant; a watchdog renews the lease every TTL/3; unlock publishes, --wait wakes on it."},
-	{Name: "redis-sentinel", Topology: "redis-sentinel", Lease: true, Fencing: true, New: newSentinelLua,
+	{Name: "redis-sentinel", Topology: "redis-sentinel", Traits: history.Traits{Lease: true, Fencing: true}, New: newSentinelLua,
 		Summary: "SET NX PX + Lua release on the master Sentinel names (master, 2 async replicas, 3 sentinels); follows the new master after a failover."},
-	{Name: "mysql-optimistic", Topology: "mysql", Topologies: mysqlAlso, Lease: true, Fencing: true, New: newMySQLOptimistic,
+	{Name: "mysql-optimistic", Topology: "mysql", Topologies: mysqlAlso, Traits: history.Traits{Lease: true, Fencing: true}, New: newMySQLOptimistic,
 		Summary: "read status+version; UPDATE SET status=1, version=version+1 WHERE version=? (a lease: an expired lock may be taken over); release CAS back by owner and version. The version is the fencing token."},
-	{Name: "mysql-for-update", Session: true, Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLForUpdate,
+	{Name: "mysql-for-update", Topology: "mysql", Topologies: mysqlAlso, Traits: history.Traits{Fencing: true, Session: true}, New: newMySQLForUpdate,
 		Summary: "BEGIN; SELECT ... FOR UPDATE NOWAIT on the lock row, the transaction open for the whole hold; release COMMIT. The server drops the lock with an idle connection (wait_timeout)."},
-	{Name: "mysql-unique", Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLUnique,
+	{Name: "mysql-unique", Topology: "mysql", Topologies: mysqlAlso, Traits: history.Traits{Fencing: true}, New: newMySQLUnique,
 		Summary: "INSERT into a table with a unique key on the lock name; release DELETE by owner. A crashed holder's row stays forever."},
-	{Name: "mysql-unique-expiry", Topology: "mysql", Topologies: mysqlAlso, Lease: true, Fencing: true, New: newMySQLUniqueExpiry,
+	{Name: "mysql-unique-expiry", Topology: "mysql", Topologies: mysqlAlso, Traits: history.Traits{Lease: true, Fencing: true}, New: newMySQLUniqueExpiry,
 		Summary: "as mysql-unique plus an expiry column: an acquirer first deletes an expired row (the cleanup job); release DELETE by owner."},
-	{Name: "mysql-get-lock", Session: true, Topology: "mysql", Topologies: mysqlAlso, Fencing: true, New: newMySQLGetLock,
+	{Name: "mysql-get-lock", Topology: "mysql", Topologies: mysqlAlso, Traits: history.Traits{Fencing: true, Session: true}, New: newMySQLGetLock,
 		Summary: "GET_LOCK(name, 0) on a pinned connection; release RELEASE_LOCK. The lock lives and dies with the session."},
-	{Name: "zk", Session: true, Topology: "zk3", Lease: true, Renews: true, Fencing: true, Reentrant: true, New: newZKMutex,
+	{Name: "zk", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, Reentrant: true, Renews: true, Session: true}, New: newZKMutex,
 		Summary: "Curator InterProcessMutex on ZooKeeper: protected EPHEMERAL_SEQUENTIAL node, lowest sequence holds, waiters watch their predecessor; reentrant. The node dies with the session (timeout = --ttl), but the client keeps believing. Token: the node's sequence number."},
-	{Name: "zk-strict", Session: true, Topology: "zk3", Lease: true, Renews: true, Fencing: true, Reentrant: true, ChecksValidity: true, New: newZKStrict,
+	{Name: "zk-strict", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, ChecksValidity: true, Reentrant: true, Renews: true, Session: true}, New: newZKStrict,
 		Summary: "zk, but a connection loss (SUSPENDED), an expired session or 2/3 of the session timeout without word from the server counts as lock lost: the client stops using the resource (Curator tech note)."},
-	{Name: "zk-semaphore", Session: true, Topology: "zk3", Lease: true, Renews: true, Fencing: true, New: newZKSemaphore,
+	{Name: "zk-semaphore", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, Renews: true, Session: true}, New: newZKSemaphore,
 		Summary: "Curator InterProcessSemaphoreMutex: a one-lease semaphore (an internal mutex serializes the lease count); not reentrant."},
-	{Name: "zk-rw", Session: true, Topology: "zk3", Lease: true, Renews: true, Fencing: true, ReadWrite: true, New: newZKRW,
+	{Name: "zk-rw", Topology: "zk3", ReadWrite: true, Traits: history.Traits{Lease: true, Fencing: true, Renews: true, Session: true}, New: newZKRW,
 		Summary: "Curator InterProcessReadWriteLock: __READ__/__WRIT__ sequential nodes; a writer holds when lowest, a reader when no writer precedes it. The workload mixes readers (2/3) and writers."},
-	{Name: "etcd", Session: true, Topology: "etcd3", Lease: true, Renews: true, Fencing: true, New: newEtcdMutex,
+	{Name: "etcd", Topology: "etcd3", Traits: history.Traits{Lease: true, Fencing: true, Renews: true, Session: true}, New: newEtcdMutex,
 		Summary: "etcd concurrency mutex: session lease (TTL = --ttl, whole seconds) kept alive by the client, key per waiter, lowest create revision holds; try-lock, --wait watches the predecessor. Token: the key's create revision."},
 }
 

@@ -14,9 +14,6 @@ import (
 	"github.com/locktest/locktest/workloads"
 )
 
-// ClockShimNeeder is a nemesis whose servers must run under the clock shim.
-type ClockShimNeeder interface{ NeedsClockShim() bool }
-
 // clock jumps server wall clocks forward right after a grant, aimed where it
 // hurts: it shifts just enough of the servers that granted the current lease
 // for another client to be able to win a majority without them (one server
@@ -24,8 +21,7 @@ type ClockShimNeeder interface{ NeedsClockShim() bool }
 // when all 5 granted). The clocks jump back when the fault ends.
 type clock struct{}
 
-func (*clock) Name() string         { return "clock" }
-func (*clock) NeedsClockShim() bool { return true }
+func (*clock) Name() string { return "clock" }
 
 // ParseClockDirections reads the clock param: the directions a clock jump
 // takes, "forward" (the default: leases expire early, the jump that hurts),

@@ -12,10 +12,6 @@ import (
 	"github.com/locktest/locktest/workloads"
 )
 
-// FailoverNeeder is a nemesis that needs a topology that can fail over (a
-// clusters.Failoverer); the harness refuses other topologies up front.
-type FailoverNeeder interface{ NeedsFailover() bool }
-
 // failoverLimit bounds one FailPrimary or Rejoin.
 const failoverLimit = 60 * time.Second
 
@@ -52,17 +48,7 @@ func ParseFailover(s string) (string, error) {
 	return "", fmt.Errorf("unknown failover mode %q (known: %s, %s)", s, FailoverKill, FailoverIsolate)
 }
 
-func (*failover) Name() string        { return "failover" }
-func (*failover) NeedsFailover() bool { return true }
-
-// NeedsNetWith: isolating the primary needs the network layer; killing it
-// does not.
-func (*failover) NeedsNetWith(params map[string]string) bool {
-	m, err := ParseFailover(params["failover"])
-	return err == nil && m == FailoverIsolate
-}
-
-func (*failover) NetSetting() string { return "failover=" + FailoverIsolate }
+func (*failover) Name() string { return "failover" }
 
 func (*failover) Run(ctx context.Context, env *Env) error {
 	fo, ok := env.Cluster.(clusters.Failoverer)

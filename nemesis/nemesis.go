@@ -128,24 +128,54 @@ type Nemesis interface {
 	Run(ctx context.Context, env *Env) error
 }
 
-// NetNeeder is a nemesis that needs the network layer (namespaces).
-type NetNeeder interface{ NeedsNet() bool }
+// Needs is what a fault needs to be able to matter, and to run at all:
+// matrix.Applicable reads it for every scheme, topology and backend.
+type Needs struct {
+	// Failover: a topology with a primary and a replica
+	// (clusters.TopologyInfo.FailsOver).
+	Failover bool
+	// ClockShim: servers under the per-server clock shim.
+	ClockShim bool
+	// Net: the harness's network layer (namespaces, root).
+	Net bool
+	// IsolatesPrimary: a topology and a backend that can cut the primary
+	// off the network.
+	IsolatesPrimary bool
+	// OwnClock: a scheme that reads its own clock (locks.Traits
+	// ChecksValidity); to any other the fault cannot matter.
+	OwnClock bool
+	// Setting is the --param setting these needs come from, e.g.
+	// "failover=isolate"; "" for the fault's own.
+	Setting string
+}
 
-// ParamNetNeeder is a nemesis that needs the network layer with some
-// --param settings only (failover=isolate).
-type ParamNetNeeder interface {
-	NeedsNetWith(params map[string]string) bool
-	NetSetting() string // the setting that needs it, e.g. "failover=isolate"
+// or adds the needs of m to n.
+func (n Needs) or(m Needs) Needs {
+	n.Failover = n.Failover || m.Failover
+	n.ClockShim = n.ClockShim || m.ClockShim
+	n.Net = n.Net || m.Net
+	n.IsolatesPrimary = n.IsolatesPrimary || m.IsolatesPrimary
+	n.OwnClock = n.OwnClock || m.OwnClock
+	if n.Setting == "" {
+		n.Setting = m.Setting
+	}
+	return n
+}
+
+// Param is the --param a fault takes, under the fault's own name.
+type Param struct {
+	// Check validates a value, before anything starts; its error is the
+	// one line the user sees.
+	Check func(value string) error
+	// Adds are the needs some values add to the fault's own.
+	Adds map[string]Needs
 }
 
 // NeedsNet reports whether the nemeses ns need the network layer with the
 // run's --param settings params.
 func NeedsNet(ns []Nemesis, params map[string]string) bool {
 	for _, n := range ns {
-		if nn, ok := n.(NetNeeder); ok && nn.NeedsNet() {
-			return true
-		}
-		if pn, ok := n.(ParamNetNeeder); ok && pn.NeedsNetWith(params) {
+		if info, ok := lookup(n.Name()); ok && info.NeedsWith(params).Net {
 			return true
 		}
 	}
@@ -157,19 +187,62 @@ type Info struct {
 	Name    string
 	Summary string
 	New     func() Nemesis
+	// Needs is what the fault needs whatever its --param.
+	Needs Needs
+	// Param is the --param it takes (named after it), nil for none.
+	Param *Param
+}
+
+// NeedsWith is what the fault needs with the --param settings params.
+func (i Info) NeedsWith(params map[string]string) Needs {
+	n := i.Needs
+	if i.Param != nil {
+		if add, ok := i.Param.Adds[strings.TrimSpace(params[i.Name])]; ok {
+			n = n.or(add)
+		}
+	}
+	return n
+}
+
+// Lookup returns the declaration of the fault named name.
+func Lookup(name string) (Info, bool) { return lookup(name) }
+
+// CheckParam validates the value of the --param of fault name; ok false
+// when no fault takes a --param of that name.
+func CheckParam(name, value string) (ok bool, err error) {
+	info, found := lookup(name)
+	if !found || info.Param == nil {
+		return false, nil
+	}
+	if info.Param.Check == nil {
+		return true, nil
+	}
+	return true, info.Param.Check(value)
+}
+
+// ParamNames lists the faults that take a --param, in registry order.
+func ParamNames() []string {
+	var out []string
+	for _, i := range All {
+		if i.Param != nil {
+			out = append(out, i.Name)
+		}
+	}
+	return out
 }
 
 // All is the registry of nemeses, in the order `locktest list` shows them.
 var All = []Info{
-	{"none", "no fault: the baseline every scheme must pass", nil},
-	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }},
-	{"pause-server", "freeze a server right after a grant, for 0.5-2x the TTL (SIGSTOP, then SIGCONT; docker pause and unpause on containers) (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }},
-	{"kill", "right after a grant, kill -9 a server (Redlock: just enough of those that granted the lease) and restart it after 0.3-1 s (Redis comes back empty: its locks are lost; MariaDB recovers its rows but not its sessions; ZooKeeper and etcd members restart with their data); --param kill=leader kills the leader of zk3/etcd3", func() Nemesis { return &killServer{} }},
-	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }},
-	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime); --param clock=back (or forward,back) jumps back instead: leases outlive their TTL until the clock is set right, which is a forward jump", func() Nemesis { return &clock{} }},
-	{"clock-client", "turn the holder's own clock back by 1-3x the TTL right after it acquires (matters for clients that check their lease validity)", func() Nemesis { return &clockClient{} }},
-	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }},
-	{"failover", "kill -9 the primary right after a grant and promote its replica (Sentinel does, or the harness as an operator would); the old primary rejoins as a replica 1-2 s later (replicated topologies: redis-sentinel, --topology mysql-replicated); --param failover=isolate on redis-sentinel cuts the master off the network instead (needs root) and heals it 1-2 s later: it comes back with its stale data until Sentinel demotes it", func() Nemesis { return &failover{} }},
+	{"none", "no fault: the baseline every scheme must pass", nil, Needs{}, nil},
+	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }, Needs{}, &Param{Check: checkPause}},
+	{"pause-server", "freeze a server right after a grant, for 0.5-2x the TTL (SIGSTOP, then SIGCONT; docker pause and unpause on containers) (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }, Needs{}, &Param{}},
+	{"kill", "right after a grant, kill -9 a server (Redlock: just enough of those that granted the lease) and restart it after 0.3-1 s (Redis comes back empty: its locks are lost; MariaDB recovers its rows but not its sessions; ZooKeeper and etcd members restart with their data); --param kill=leader kills the leader of zk3/etcd3", func() Nemesis { return &killServer{} }, Needs{}, &Param{}},
+	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }, Needs{}, nil},
+	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime); --param clock=back (or forward,back) jumps back instead: leases outlive their TTL until the clock is set right, which is a forward jump", func() Nemesis { return &clock{} }, Needs{ClockShim: true}, &Param{Check: checkClock}},
+	{"clock-client", "turn the holder's own clock back by 1-3x the TTL right after it acquires (matters for clients that check their lease validity)", func() Nemesis { return &clockClient{} }, Needs{OwnClock: true}, nil},
+	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }, Needs{Net: true}, &Param{Check: checkShapes}},
+	{"failover", "kill -9 the primary right after a grant and promote its replica (Sentinel does, or the harness as an operator would); the old primary rejoins as a replica 1-2 s later (replicated topologies: redis-sentinel, --topology mysql-replicated); --param failover=isolate on redis-sentinel cuts the master off the network instead (needs root) and heals it 1-2 s later: it comes back with its stale data until Sentinel demotes it", func() Nemesis { return &failover{} }, Needs{Failover: true}, &Param{Check: checkFailover,
+		Adds: map[string]Needs{FailoverIsolate: {Net: true, IsolatesPrimary: true, Setting: "failover=" + FailoverIsolate}}}},
 }
 
 // NetUnavailable completes err, why the network layer cannot work here,
@@ -183,14 +256,17 @@ func NetUnavailable(err error) error {
 		if info.New == nil {
 			continue
 		}
-		n := info.New()
-		if nn, ok := n.(NetNeeder); ok && nn.NeedsNet() {
+		if info.Needs.Net {
 			need = append(need, info.Name)
-		} else if pn, ok := n.(ParamNetNeeder); ok {
-			need = append(need, info.Name+" with --param "+pn.NetSetting())
-			work = append(work, info.Name)
-		} else {
-			work = append(work, info.Name)
+			continue
+		}
+		work = append(work, info.Name)
+		if info.Param != nil {
+			for _, add := range info.Param.Adds {
+				if add.Net {
+					need = append(need, info.Name+" with --param "+add.Setting)
+				}
+			}
 		}
 	}
 	return fmt.Errorf("%w: %s cannot run; %s work without it", err, strings.Join(need, ", "), strings.Join(work, ", "))
@@ -315,4 +391,32 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// The checks of the faults' --param values, each one line naming the
+// param.
+func checkPause(v string) error {
+	if _, _, err := ParsePause(v); err != nil {
+		return fmt.Errorf("--param pause: %w", err)
+	}
+	return nil
+}
+
+func checkClock(v string) error {
+	_, err := ParseClockDirections(v) // its error names the param
+	return err
+}
+
+func checkShapes(v string) error {
+	if _, err := ParseShapes(v); err != nil {
+		return fmt.Errorf("--param partition: %w", err)
+	}
+	return nil
+}
+
+func checkFailover(v string) error {
+	if _, err := ParseFailover(v); err != nil {
+		return fmt.Errorf("--param failover: %w", err)
+	}
+	return nil
 }

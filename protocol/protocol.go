@@ -33,6 +33,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+
+	"github.com/locktest/locktest/history"
 )
 
 // Version is the protocol version spoken by this build.
@@ -86,14 +88,17 @@ type Ready struct {
 }
 
 // LockInfo describes a client's lock implementation.
+//
+// Its fields besides the name are history.Traits, flattened into the
+// message: lease (expires by itself after ttl_ms), fencing (acquire ok
+// carries a token), reentrant (the same client may acquire again while
+// holding), checks_validity (stops using the resource when its lease ends;
+// answers valid_ms), renews (renews its lease while it lives: a watchdog),
+// session (the lock dies with the client's session: connection, ZooKeeper
+// session, etcd lease).
 type LockInfo struct {
-	Name           string `json:"name,omitempty"`            // e.g. "redis-py Lock"
-	Lease          bool   `json:"lease"`                     // expires by itself after ttl_ms
-	Fencing        bool   `json:"fencing,omitempty"`         // acquire ok carries a token
-	Reentrant      bool   `json:"reentrant,omitempty"`       // the same client may acquire again while holding
-	ChecksValidity bool   `json:"checks_validity,omitempty"` // stops using the resource when its lease ends (answers valid_ms)
-	Renews         bool   `json:"renews,omitempty"`          // renews its lease while it lives (a watchdog)
-	Session        bool   `json:"session,omitempty"`         // the lock dies with the client's session (connection, ZooKeeper session, etcd lease)
+	Name string `json:"name,omitempty"` // e.g. "redis-py Lock"
+	history.Traits
 }
 
 // Request is one operation the controller asks for.

@@ -32,7 +32,7 @@ func newBuilder(t *testing.T, info history.RunInfo) *builder {
 func defaultInfo() history.RunInfo {
 	return history.RunInfo{
 		Lock: "redis-single", Nemeses: []string{"pause"}, Seed: 42, Clients: 2,
-		TTLMillis: 2000, Lease: true, Fencing: true, TimeLimitMs: 5000,
+		TTLMillis: 2000, Traits: history.Traits{Lease: true}, Fencing: true, TimeLimitMs: 5000,
 		StartedAt: "2025-01-02T03:04:05Z", Cluster: "local", Topology: "redis x1",
 		Version: "v0.0.0-test", Servers: []string{"redis-server 7.0.15"},
 		Command: "locktest run --lock redis-single --nemesis pause --seed 42", DeadlockMs: 5000,

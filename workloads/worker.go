@@ -32,8 +32,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		return err
 	}
 	defer lock.Close()
-	ready.Lock = &protocol.LockInfo{Name: scheme.Name, Lease: scheme.Lease, Fencing: scheme.Fencing && hello.Fence,
-		Reentrant: scheme.Reentrant, ChecksValidity: scheme.ChecksValidity, Renews: scheme.Renews, Session: scheme.Session}
+	// Fencing in a ready message: this run hands out tokens.
+	ready.Lock = &protocol.LockInfo{Name: scheme.Name, Traits: scheme.Traits}
+	ready.Lock.Fencing = scheme.Fencing && hello.Fence
 	if err := enc.Send(ready); err != nil {
 		return err
 	}

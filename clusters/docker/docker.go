@@ -56,20 +56,19 @@ type Topology struct {
 	Name  string
 	Nodes int    // servers (containers)
 	Kind  string // the image kind its servers run
-	// ClockShim: the clock fault works on it (its Redis data nodes run
-	// under the shim).
-	ClockShim bool
+	// What it can do (clock shim, failover) is declared in
+	// clusters.Topologies.
 }
 
 // Topologies lists the topologies of the docker and compose backends.
 var Topologies = []Topology{
-	{Name: "redis", Nodes: 1, Kind: KindRedis, ClockShim: true},
-	{Name: "redis5", Nodes: 5, Kind: KindRedis, ClockShim: true},
-	{Name: "redis-sentinel", Nodes: 6, Kind: KindRedis, ClockShim: true},
+	{Name: "redis", Nodes: 1, Kind: KindRedis},
+	{Name: "redis5", Nodes: 5, Kind: KindRedis},
+	{Name: "redis-sentinel", Nodes: 6, Kind: KindRedis},
 	{Name: "zk3", Nodes: 3, Kind: KindZooKeeper},
 	{Name: "etcd3", Nodes: 3, Kind: KindEtcd},
-	{Name: "mysql", Nodes: 1, Kind: KindMariaDB, ClockShim: true},
-	{Name: "mysql-replicated", Nodes: 2, Kind: KindMariaDB, ClockShim: true},
+	{Name: "mysql", Nodes: 1, Kind: KindMariaDB},
+	{Name: "mysql-replicated", Nodes: 2, Kind: KindMariaDB},
 }
 
 // Lookup returns the topology named name.
@@ -181,7 +180,7 @@ func (b Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 	if s.RunID == "" {
 		return nil, errors.New("docker backend: the spec has no run id")
 	}
-	if s.ClockShim && !t.ClockShim {
+	if info, _ := clusters.LookupTopology(s.Topology); s.ClockShim && !info.ClockShim {
 		return nil, fmt.Errorf("the %s topology has no clock shim: clock faults need a Redis topology", s.Topology)
 	}
 	cli, err := Connect(ctx)

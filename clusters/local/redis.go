@@ -54,66 +54,32 @@ func (Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, er
 	return nil, fmt.Errorf("local backend: unknown topology %q", s.Topology)
 }
 
-// Topology is one shape of servers the local backend can start.
+// Topology is one shape of servers the local backend can start; what it
+// can do (fail over, run under the clock shim, isolate its primary) is
+// declared once, in clusters.Topologies.
 type Topology struct {
 	Name  string
 	Start func(ctx context.Context, s clusters.Spec) (clusters.Cluster, error)
-	// FailsOver: the started cluster is a clusters.Failoverer (the
-	// failover fault needs one).
-	FailsOver bool
-	// ClockShim: the servers can run under the per-server clock shim
-	// (Spec.ClockShim), their nodes are clusters.ClockShifter.
-	ClockShim bool
-	// Isolates: started with Spec.Net, the cluster is a
-	// clusters.Isolator (the failover fault's failover=isolate).
-	Isolates bool
 }
 
 // Topologies is the registry of the local backend's topologies.
 var Topologies = []Topology{
-	{Name: "redis", Start: startRedisSingle, ClockShim: true},
+	{Name: "redis", Start: startRedisSingle},
 	{Name: "redis5", Start: func(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
 		return startRedisMasters(ctx, s, 5)
-	}, ClockShim: true},
-	{Name: "redis-sentinel", Start: startRedisSentinel, FailsOver: true, ClockShim: true, Isolates: true},
-	{Name: "mysql", Start: startMySQL, ClockShim: true},
-	{Name: "mysql-replicated", Start: startMySQLReplicated, FailsOver: true, ClockShim: true},
+	}},
+	{Name: "redis-sentinel", Start: startRedisSentinel},
+	{Name: "mysql", Start: startMySQL},
+	{Name: "mysql-replicated", Start: startMySQLReplicated},
 	{Name: "zk3", Start: portRaceRetry(startZK)},
 	{Name: "etcd3", Start: portRaceRetry(startEtcd)},
 }
 
-// FailsOver reports whether topology can fail over (see Topology).
+// FailsOver reports whether topology can fail over
+// (clusters.TopologyInfo.FailsOver).
 func FailsOver(topology string) bool {
-	for _, t := range Topologies {
-		if t.Name == topology {
-			return t.FailsOver
-		}
-	}
-	return false
-}
-
-// IsolatesPrimary reports whether topology can fail its primary by
-// isolating it (see Topology).
-func IsolatesPrimary(topology string) bool {
-	for _, t := range Topologies {
-		if t.Name == topology {
-			return t.Isolates
-		}
-	}
-	return false
-}
-
-// ClockShim reports whether topology's servers can run under the clock
-// shim (see Topology). ZooKeeper and etcd cannot: libfaketime slows the JVM
-// about 25-fold, etcd reads the clock through the vDSO, and both expire
-// sessions and leases on monotonic clocks anyway.
-func ClockShim(topology string) bool {
-	for _, t := range Topologies {
-		if t.Name == topology {
-			return t.ClockShim
-		}
-	}
-	return false
+	t, _ := clusters.LookupTopology(topology)
+	return t.FailsOver
 }
 
 func startRedisSingle(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {

@@ -14,6 +14,8 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/matrix"
 )
 
 func newBenchCmd() *cobra.Command {
@@ -55,6 +57,7 @@ shared and noisy: read medians and ratios, not single figures.`,
 
 type benchRow struct {
 	lock, nem                 string
+	na                        string // "n/a: why" or "skipped: why": the cell cannot run (matrix.Applicable)
 	verdicts                  []string
 	startup, rate, detect     []float64
 	violations, runs, errored int
@@ -77,6 +80,10 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 		for _, nem := range strings.Split(f.o.Nemesis, ",") {
 			row := &benchRow{lock: lock, nem: nem}
 			rows = append(rows, row)
+			if row.na = benchNA(f.o, lock, nem); row.na != "" {
+				fmt.Fprintf(out, "  %s / %s: %s\n", lock, nem, row.na)
+				continue
+			}
 			for i := 0; i < runs; i++ {
 				o := f.o
 				o.Lock, o.Nemesis = lock, strings.ReplaceAll(nem, "+", ",")
@@ -111,10 +118,31 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "\nLOCK\tNEMESIS\tRUNS\tVERDICTS\tSTART-UP ms (median)\tACQUIRES/s (median)\tFAULT -> VIOLATION ms (median, min-max)\t")
 	for _, r := range rows {
+		if r.na != "" {
+			fmt.Fprintf(w, "%s\t%s\t0\t%s\t-\t-\t-\t\n", r.lock, r.nem, strings.SplitN(r.na, ":", 2)[0])
+			continue
+		}
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.lock, r.nem, r.runs, tally(r.verdicts, r.errored),
 			med(r.startup, "%.0f"), med(r.rate, "%.1f"), detect(r.detect))
 	}
 	return w.Flush()
+}
+
+// benchNA says why the cell of lock under faults nem (a+b) cannot run
+// here, as a campaign would ("n/a: ..." or "skipped: ..."), "" when it can
+// or when its options are wrong some other way (the run says how).
+func benchNA(o harness.Options, lock, nem string) string {
+	s, ok := locks.Lookup(lock)
+	if !ok || o.ClientCmd != "" {
+		return ""
+	}
+	m := matrix.Probe()
+	m.Cluster = o.Cluster
+	a := matrix.Applicable(matrix.Cell{Scheme: s, Topology: o.Topology, Faults: strings.Split(nem, "+"), Params: o.Params}, m)
+	if a.Status == matrix.NotApplicable || a.Status == matrix.Skipped {
+		return a.Status.String() + ": " + a.Reason()
+	}
+	return ""
 }
 
 // firstDamage is when the first violation happened: the start of the

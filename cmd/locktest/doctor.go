@@ -12,6 +12,9 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/matrix"
+	"github.com/locktest/locktest/nemesis"
 )
 
 func newDoctorCmd() *cobra.Command {
@@ -49,6 +52,7 @@ they lack is noted, not an error.`,
 			} else {
 				fmt.Fprintln(out, "note     not root         pause, pause-server, kill and crash-client work without root")
 			}
+			doctorFaults(out)
 			doctorDocker(cmd.Context(), out)
 			if len(missing) > 0 {
 				return exitCode{exitError, clusters.MissingError(missing)}
@@ -57,6 +61,38 @@ they lack is noted, not an error.`,
 			return nil
 		},
 	}
+}
+
+// doctorFaults says, for each fault, whether this machine can inject it
+// on the local backend (matrix.Applicable on the first scheme and
+// topology it can matter to; the servers are reported above).
+func doctorFaults(out io.Writer) {
+	m := matrix.Probe()
+	m.Missing = nil
+	for _, name := range nemesis.Names() {
+		a, ok := firstApplying(name, m)
+		switch {
+		case !ok:
+		case a.Status == matrix.Skipped:
+			fmt.Fprintf(out, "note     fault %-13s cannot run here: %s\n", name, a.Reason())
+		default:
+			fmt.Fprintf(out, "ok       fault %-13s can run here\n", name)
+		}
+	}
+}
+
+// firstApplying is the answer for fault name on the first scheme and
+// topology it is not n/a to; ok false when it is n/a everywhere.
+func firstApplying(name string, m matrix.Machine) (matrix.Answer, bool) {
+	for _, s := range locks.Schemes {
+		for _, t := range append([]string{s.Topology}, s.Topologies...) {
+			a := matrix.Applicable(matrix.Cell{Scheme: s, Topology: t, Faults: []string{name}}, m)
+			if a.Status != matrix.NotApplicable {
+				return a, true
+			}
+		}
+	}
+	return matrix.Answer{}, false
 }
 
 // doctorDocker says what the container backends have here.

@@ -216,20 +216,22 @@ func Generate(cfg Config) Output {
 	}
 	g.events = make([]history.Event, 0, 2*cfg.Ops+cfg.Clients+2)
 	info := &history.RunInfo{
-		FormatVersion:  history.FormatVersion,
-		Lock:           "histgen",
-		Nemeses:        []string{"none"},
-		Seed:           int64(cfg.Seed),
-		Clients:        cfg.Clients,
-		Lease:          cfg.Lease,
-		Fence:          cfg.Fence,
-		Fencing:        cfg.Tokens,
-		Reentrant:      cfg.Reentrant,
-		Renews:         cfg.Renews && cfg.Lease,
-		ChecksValidity: cfg.ChecksValidity && cfg.Lease,
-		ReadWrite:      cfg.ReadWrite,
-		Cluster:        "simulated",
-		Version:        "histgen",
+		FormatVersion: history.FormatVersion,
+		Lock:          "histgen",
+		Nemeses:       []string{"none"},
+		Seed:          int64(cfg.Seed),
+		Clients:       cfg.Clients,
+		Traits: history.Traits{
+			Lease:          cfg.Lease,
+			Reentrant:      cfg.Reentrant,
+			Renews:         cfg.Renews && cfg.Lease,
+			ChecksValidity: cfg.ChecksValidity && cfg.Lease,
+		},
+		Fence:     cfg.Fence,
+		Fencing:   cfg.Tokens,
+		ReadWrite: cfg.ReadWrite,
+		Cluster:   "simulated",
+		Version:   "histgen",
 	}
 	if cfg.Lease {
 		info.TTLMillis = ttlMs
