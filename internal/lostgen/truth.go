@@ -1,0 +1,87 @@
+package lostgen
+
+// Label is what a history proves about one injected double grant.
+type Label string
+
+// Labels.
+const (
+	// Certain: the earlier holder's acquire returned ok before the second
+	// acquire was invoked, its lease (counted conservatively from its
+	// call, less Margin) outlives the second acquire's return, which was
+	// ok, and its client invoked no release of it by then: no
+	// linearization exists, whatever the open operations did.
+	Certain Label = "certain"
+	// Explainable: the generator built a linearization: the earlier holder
+	// is a lost acquire whose grant moves to MoveTo (free lock, no acquire
+	// placed there), so its lease ends before the second grant; acquires
+	// refused after its moved lease are placed at their calls, inside it.
+	Explainable Label = "explainable"
+	// Unknown: neither was proven; Why says what stood in the way.
+	Unknown Label = "unknown"
+)
+
+// Verdicts of Truth.Linearizable.
+const (
+	Yes          = "yes"     // a linearization exists (no injection, or every one explainable apart)
+	No           = "no"      // some injection is Certain
+	UnknownTruth = "unknown" // neither
+)
+
+// Injection is one double grant the server made on purpose.
+type Injection struct {
+	Label        Label  `json:"label"`
+	Why          string `json:"why"`
+	At           int64  `json:"at_ns"`         // when the server granted it
+	Op           int64  `json:"op"`            // OpID of the acquire granted
+	Client       int    `json:"client"`        // its client
+	Lost         bool   `json:"lost"`          // its reply was lost
+	Holder       int64  `json:"holder_op"`     // OpID of the acquire whose lease was live
+	HolderClient int    `json:"holder_client"` // its client
+	HolderLost   bool   `json:"holder_lost"`   // the holder's reply was lost (an unknown holder)
+	HolderGrant  int64  `json:"holder_grant_ns"`
+	// MoveTo, for Explainable: where the holder's grant is placed in the
+	// linearization the generator built (0 otherwise).
+	MoveTo int64 `json:"move_to_ns,omitempty"`
+}
+
+// Truth is the ground truth of a generated history.
+type Truth struct {
+	Seed int64 `json:"seed"`
+	// Linearizable: Yes, No or UnknownTruth, for the lock operations.
+	Linearizable string      `json:"linearizable"`
+	Why          string      `json:"why"`
+	Injections   []Injection `json:"injections"`
+
+	Ops         int     `json:"ops"`          // operations invoked
+	Events      int     `json:"events"`       // lines written, header included
+	Lost        int     `json:"lost"`         // acquires and releases whose reply was lost
+	LostApplied int     `json:"lost_applied"` // of those, applied by the server
+	LostGranted int     `json:"lost_granted"` // lost acquires the server granted: unknown holders
+	MaxOpenLost int     `json:"max_open_lost"`
+	MeanOpen    float64 `json:"mean_open_lost"` // time-weighted, over the whole history
+	End         int64   `json:"end_ns"`         // time of the last event
+
+	// Trace is the server's log (Config.Trace only): every operation it
+	// applied, in order.
+	Trace []Step `json:"-"`
+}
+
+// StepKind is what the server did with an operation.
+type StepKind uint8
+
+// Step kinds.
+const (
+	StepGrant  StepKind = iota + 1 // acquire granted
+	StepRefuse                     // acquire refused: the key was held
+	StepDelete                     // release deleted the key
+	StepKeep                       // release deleted nothing
+)
+
+// Step is one operation the server applied.
+type Step struct {
+	At       int64 // server time
+	Op       int64 // OpID
+	Kind     StepKind
+	Expires  int64 // grant: when its lease runs out (history.Never without expiry)
+	Injected bool  // grant: an injected double grant
+}
