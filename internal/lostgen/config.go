@@ -30,9 +30,11 @@ import (
 // Mix says which injected double grants the generator looks for.
 type Mix string
 
-// Injection mixes. The generator waits for a chance of the wanted kind;
-// when none comes before the next injection is due, it injects at the
-// next chance of any kind, whose label may then be Unknown.
+// Injection mixes. The generator waits for a chance of the wanted kind.
+// With MixCertain and MixExplainable it makes only those (so maybe fewer
+// than Config.Double); with MixMixed, when none comes within half the
+// ops between two injections, it injects at the next chance of any kind,
+// whose label may then be Unknown.
 const (
 	// MixAny injects at the first acquire that meets a live lease.
 	MixAny Mix = "any"

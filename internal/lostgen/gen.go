@@ -399,8 +399,10 @@ func (g *gen) armIfDue() {
 	for len(g.targets) > 0 && g.invoked >= g.targets[0] {
 		g.targets = g.targets[1:]
 		if g.armed != nil {
-			g.armed.want = MixAny // the last one waited long enough
-			continue
+			if g.cfg.Mix == MixMixed {
+				g.armed.want = MixAny // the last one waited long enough
+			}
+			continue // a strict mix makes fewer
 		}
 		want := g.cfg.Mix
 		if want == MixMixed {
@@ -412,7 +414,7 @@ func (g *gen) armIfDue() {
 		}
 		g.armed = &pending{want: want, since: g.invoked}
 	}
-	if g.armed != nil && g.armed.want != MixAny {
+	if g.armed != nil && g.cfg.Mix == MixMixed && g.armed.want != MixAny {
 		budget := g.cfg.Ops / (2 * max(1, g.cfg.Double))
 		if g.invoked-g.armed.since > budget {
 			g.armed.want = MixAny

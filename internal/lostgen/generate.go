@@ -145,7 +145,7 @@ func runInfo(cfg Config, end int64) *history.RunInfo {
 		Extra: map[string]any{
 			"generator":     "lostgen",
 			"lost":          cfg.Lost,
-			"op_timeout_ms": cfg.OpTimeout.Milliseconds(),
+			"op_timeout_ms": float64(cfg.OpTimeout.Milliseconds()), // float64, as JSON decodes it
 			"resource":      cfg.Resource,
 		},
 	}
