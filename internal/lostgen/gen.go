@@ -75,6 +75,7 @@ type client struct {
 	grant  int64 // server time of that grant (the simulation's knowledge, to keep holds inside the lease)
 	relInF bool  // a release of its is in flight
 	read   int64 // value read in this hold
+	next   int64 // when it invokes its next operation
 }
 
 type refusal struct{ call, apply int64 }
@@ -377,6 +378,7 @@ func (g *gen) complete(i int32) {
 		c.phase, next = phIdle, g.now+g.think()
 	}
 	g.record(e)
+	c.next = next
 	g.push(next, evInvoke, c.id-1, -1)
 }
 
@@ -430,7 +432,8 @@ func (g *gen) fits(b int32) bool {
 	margin := int64(g.cfg.Margin)
 	switch g.armed.want {
 	case MixCertain:
-		if h.lost || bo.lost || h.ret >= bo.call || g.cl[h.client-1].relInF || h.relCall != history.Never {
+		hc := &g.cl[h.client-1]
+		if h.lost || bo.lost || h.ret >= bo.call || hc.relInF || h.relCall != history.Never || hc.next <= bo.ret {
 			return false
 		}
 		return g.lease == history.Never || bo.ret+margin < h.call+g.lease

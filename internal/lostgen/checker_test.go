@@ -1,0 +1,61 @@
+package lostgen
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/checker"
+)
+
+// TestCheckerAgrees runs the checker on small generated histories (1k
+// operations) and holds it to the ground truth: a valid history (or one
+// whose injections are all explainable) fails no property; a certain
+// double grant makes linearizable fail.
+func TestCheckerAgrees(t *testing.T) {
+	type shape struct {
+		name string
+		cfg  Config
+	}
+	var shapes []shape
+	for seed := int64(1); seed <= 4; seed++ {
+		shapes = append(shapes,
+			shape{"valid 50 clients 1%", Config{Ops: 1000, Clients: 50, Lost: 0.01, Seed: seed}},
+			shape{"valid 50 clients 5%", Config{Ops: 1000, Clients: 50, Lost: 0.05, Seed: seed}},
+			shape{"valid 10 clients 5% resource", Config{Ops: 1000, Clients: 10, Lost: 0.05, Resource: true, Seed: seed}},
+			shape{"valid 5 clients 5% no expiry", Config{Ops: 1000, Clients: 5, Lost: 0.05, NoExpiry: true, Seed: seed}},
+			shape{"certain 50 clients 2%", Config{Ops: 1000, Clients: 50, Lost: 0.02, Double: 3, Mix: MixCertain, Seed: seed}},
+			shape{"certain 50 clients 5%", Config{Ops: 1000, Clients: 50, Lost: 0.05, Double: 3, Mix: MixCertain, Seed: seed}},
+			shape{"certain 10 clients 5% resource", Config{Ops: 1000, Clients: 10, Lost: 0.05, Double: 2, Mix: MixCertain, Resource: true, Seed: seed}},
+			shape{"explainable 5 clients 5%", Config{Ops: 2000, Clients: 5, Lost: 0.05, Double: 3, Mix: MixExplainable, Seed: seed}},
+		)
+	}
+	for _, sh := range shapes {
+		t.Run(fmt.Sprintf("%s seed %d", sh.name, sh.cfg.Seed), func(t *testing.T) {
+			h, tr, err := GenerateHistory(sh.cfg)
+			require.NoError(t, err)
+			r := checker.Check(h, checker.Options{})
+			props := map[string]checker.Property{}
+			for _, p := range r.Properties {
+				props[p.Name] = p
+			}
+			lin, ok := props["linearizable"]
+			require.True(t, ok, "no linearizable property")
+			switch tr.Linearizable {
+			case Yes:
+				for _, p := range r.Properties {
+					if sh.cfg.NoExpiry && p.Name == "deadlock" {
+						continue // a lost acquire that took effect holds a lock without expiry forever
+					}
+					require.NotEqual(t, checker.Fail, p.Status, "%s failed on a valid history (%s): %s", p.Name, tr.Why, p.Detail)
+				}
+				require.NotEqual(t, checker.Unknown, lin.Status, "linearizable unknown: %s", lin.Detail)
+			case No:
+				require.Equal(t, checker.Fail, lin.Status, "a certain double grant (%s) not found: %s", tr.Why, lin.Detail)
+			default:
+				t.Fatalf("the generator proved nothing: %s", tr.Why)
+			}
+		})
+	}
+}
