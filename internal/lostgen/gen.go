@@ -1,7 +1,6 @@
 package lostgen
 
 import (
-	"container/heap"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -26,22 +25,52 @@ type item struct {
 	op     int32 // index into gen.ops (evApply, evComplete)
 }
 
+// queue is a binary min-heap of items by (t, seq), typed to spare
+// container/heap's boxing of every item.
 type queue []item
 
-func (q queue) Len() int { return len(q) }
-func (q queue) Less(i, j int) bool {
+func (q queue) less(i, j int) bool {
 	if q[i].t != q[j].t {
 		return q[i].t < q[j].t
 	}
 	return q[i].seq < q[j].seq
 }
-func (q queue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *queue) Push(x any)   { *q = append(*q, x.(item)) }
-func (q *queue) Pop() any {
-	old := *q
-	it := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return it
+
+func (q *queue) push(it item) {
+	*q = append(*q, it)
+	h := *q
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h.less(i, p) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *queue) pop() item {
+	h := *q
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h = h[:n]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < n && h.less(l, m) {
+			m = l
+		}
+		if r := l + 1; r < n && h.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
 }
 
 // opRec is what the generator remembers of one operation.
@@ -153,7 +182,7 @@ func newGen(cfg Config, emit func(history.Event) error) *gen {
 
 func (g *gen) push(t int64, kind uint8, c int, op int32) {
 	g.seq++
-	heap.Push(&g.q, item{t: t, seq: g.seq, kind: kind, client: int32(c), op: op})
+	g.q.push(item{t: t, seq: g.seq, kind: kind, client: int32(c), op: op})
 }
 
 // uniform draws in [lo, hi] ns, at least 1.
@@ -195,8 +224,8 @@ func (g *gen) run() (int64, error) {
 	for i := range g.cl {
 		g.push(t+g.uniform(10_000, 2_000_000), evInvoke, i, -1)
 	}
-	for g.q.Len() > 0 && g.err == nil {
-		it := heap.Pop(&g.q).(item)
+	for len(g.q) > 0 && g.err == nil {
+		it := g.q.pop()
 		g.advance(it.t)
 		switch it.kind {
 		case evInvoke:

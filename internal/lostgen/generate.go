@@ -66,6 +66,9 @@ func Write(w io.Writer, cfg Config) (Truth, error) {
 // writes dir/history.jsonl (which must not exist) and dir/truth.json (the
 // ground truth, which locktest ignores).
 func WriteDir(dir string, cfg Config) (Truth, error) {
+	if err := cfg.Validate(); err != nil {
+		return Truth{}, err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Truth{}, fmt.Errorf("make run directory: %w", err)
 	}
@@ -78,6 +81,7 @@ func WriteDir(dir string, cfg Config) (Truth, error) {
 		err = fmt.Errorf("close history: %w", cerr)
 	}
 	if err != nil {
+		_ = os.Remove(f.Name()) // a partial history is no run
 		return Truth{}, err
 	}
 	b, err := json.MarshalIndent(t, "", "  ")

@@ -35,6 +35,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.NoExpiry, "no-expiry", false, "the lock never expires")
 	fs.DurationVar(&c.OpTimeout, "timeout", time.Second, "op timeout: when a lost reply is recorded")
 	fs.BoolVar(&c.Resource, "resource", false, "holders read and write the guarded resource")
+	fs.Int64Var(&c.DeadlockMs, "deadlock-ms", 10000, "the liveness threshold the history states (RunInfo.DeadlockMs)")
 	fs.StringVar(&out, "out", "", "run directory to write (required; history.jsonl must not exist in it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
