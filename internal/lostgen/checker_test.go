@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
 )
 
 // TestCheckerAgrees runs the checker on small generated histories (1k
@@ -35,27 +36,38 @@ func TestCheckerAgrees(t *testing.T) {
 		t.Run(fmt.Sprintf("%s seed %d", sh.name, sh.cfg.Seed), func(t *testing.T) {
 			h, tr, err := GenerateHistory(sh.cfg)
 			require.NoError(t, err)
-			r := checker.Check(h, checker.Options{})
-			props := map[string]checker.Property{}
-			for _, p := range r.Properties {
-				props[p.Name] = p
-			}
-			lin, ok := props["linearizable"]
-			require.True(t, ok, "no linearizable property")
-			switch tr.Linearizable {
-			case Yes:
-				for _, p := range r.Properties {
-					if sh.cfg.NoExpiry && p.Name == "deadlock" {
-						continue // a lost acquire that took effect holds a lock without expiry forever
-					}
-					require.NotEqual(t, checker.Fail, p.Status, "%s failed on a valid history (%s): %s", p.Name, tr.Why, p.Detail)
-				}
-				require.NotEqual(t, checker.Unknown, lin.Status, "linearizable unknown: %s", lin.Detail)
-			case No:
-				require.Equal(t, checker.Fail, lin.Status, "a certain double grant (%s) not found: %s", tr.Why, lin.Detail)
-			default:
-				t.Fatalf("the generator proved nothing: %s", tr.Why)
-			}
+			agree(t, h, tr, sh.cfg)
 		})
 	}
+}
+
+// agree holds checker.Check to the truth of h: no property fails on a
+// linearizable history (but deadlock on a lock without expiry, which a
+// lost answer may hold for good) and linearizable is decided; a certain
+// double grant makes linearizable fail.
+func agree(t *testing.T, h *history.History, tr Truth, cfg Config) checker.Result {
+	t.Helper()
+	r := checker.Check(h, checker.Options{})
+	var lin *checker.Property
+	for i, p := range r.Properties {
+		if p.Name == "linearizable" {
+			lin = &r.Properties[i]
+		}
+	}
+	require.NotNil(t, lin, "no linearizable property")
+	switch tr.Linearizable {
+	case Yes:
+		for _, p := range r.Properties {
+			if cfg.NoExpiry && p.Name == "deadlock" {
+				continue
+			}
+			require.NotEqual(t, checker.Fail, p.Status, "%s failed on a linearizable history (%s): %s", p.Name, tr.Why, p.Detail)
+		}
+		require.NotEqual(t, checker.Unknown, lin.Status, "linearizable unknown: %s", lin.Detail)
+	case No:
+		require.Equal(t, checker.Fail, lin.Status, "a certain double grant (%s) not found: %s", tr.Why, lin.Detail)
+	default:
+		t.Fatalf("the generator proved nothing: %s", tr.Why)
+	}
+	return r
 }

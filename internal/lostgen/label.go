@@ -16,6 +16,10 @@ func (g *gen) finish() Truth {
 	if g.now > 0 {
 		t.MeanOpen = g.openArea / float64(g.lastT)
 	}
+	g.expire()
+	if g.holder >= 0 {
+		t.FinalHolder, t.FinalHolderLost = int64(g.holder)+1, g.ops[g.holder].lost
+	}
 	t.Injections = []Injection{}
 	for _, in := range g.injected {
 		t.Injections = append(t.Injections, g.label(in))

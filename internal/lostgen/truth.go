@@ -60,6 +60,12 @@ type Truth struct {
 	MaxOpenLost int     `json:"max_open_lost"`
 	MeanOpen    float64 `json:"mean_open_lost"` // time-weighted, over the whole history
 	End         int64   `json:"end_ns"`         // time of the last event
+	// FinalHolder is the OpID of the acquire whose key the server holds
+	// at the end, its lease still running (0 when the key is free);
+	// FinalHolderLost: that acquire's reply was lost, so no client knows
+	// it holds the lock (without expiry: for good).
+	FinalHolder     int64 `json:"final_holder_op,omitempty"`
+	FinalHolderLost bool  `json:"final_holder_lost,omitempty"`
 
 	// Trace is the server's log (Config.Trace only): every operation it
 	// applied, in order.
