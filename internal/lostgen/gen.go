@@ -127,7 +127,6 @@ type gen struct {
 	lease int64 // ns; history.Never without expiry
 
 	invoked int
-	stopped bool
 	err     error
 
 	// the server's key
@@ -154,7 +153,6 @@ type injRec struct {
 	b, h   int32
 	at     int64
 	moveTo int64 // 0 when the holder's grant cannot be moved
-	why    string
 }
 
 func newGen(cfg Config, emit func(history.Event) error) *gen {
