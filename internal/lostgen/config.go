@@ -79,6 +79,16 @@ type Config struct {
 	Lock       string // RunInfo.Lock (default "redis-lua", whose semantics the server follows)
 	DeadlockMs int64  // RunInfo.DeadlockMs (default 10000)
 
+	// DeafClient (from 1; 0: none) never hears a reply to its acquires
+	// and releases invoked from DeafFrom for DeafFor, though the server
+	// applies each at once: it records "info" after DeafTimeout (default
+	// Lease) and retries at once. Its grants, about a lease apart, keep
+	// the lock from everybody else while no client knows who holds it:
+	// issue 17's unavailability explained by lost answers
+	// (Truth.Unavailable). These ops are not counted in Lost's fraction.
+	DeafClient                     int
+	DeafFrom, DeafFor, DeafTimeout time.Duration
+
 	Trace bool // keep the server's log in Truth.Trace (for tests; memory grows with the history)
 }
 
@@ -123,6 +133,9 @@ func (c Config) withDefaults() Config {
 	if c.Lock == "" {
 		c.Lock = "redis-lua"
 	}
+	if c.DeafTimeout == 0 {
+		c.DeafTimeout = c.Lease
+	}
 	if c.DeadlockMs == 0 {
 		c.DeadlockMs = 10000
 	}
@@ -149,6 +162,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: lease %v is not whole milliseconds (the history records ttl_ms)", ErrConfig, c.Lease)
 	case !c.NoExpiry && c.Lease < 4*(c.Hold+4*c.RoundTrip):
 		return fmt.Errorf("%w: lease %v is shorter than 4 holds with their round trips (%v): holders would outlive it", ErrConfig, c.Lease, 4*(c.Hold+4*c.RoundTrip))
+	case c.DeafClient < 0 || c.DeafClient > c.Clients:
+		return fmt.Errorf("%w: deaf client %d not in 0..%d", ErrConfig, c.DeafClient, c.Clients)
+	case c.DeafFrom < 0 || c.DeafFor < 0 || c.DeafTimeout < 4*c.RoundTrip:
+		return fmt.Errorf("%w: deaf stretch from %v for %v, timeout %v (at least 4 round trips)", ErrConfig, c.DeafFrom, c.DeafFor, c.DeafTimeout)
 	case c.OpTimeout < 4*c.RoundTrip:
 		return fmt.Errorf("%w: op timeout %v shorter than 4 round trips", ErrConfig, c.OpTimeout)
 	case !c.NoExpiry && c.Margin >= c.Lease/4:

@@ -81,6 +81,7 @@ type opRec struct {
 	apply   int64 // lock ops: when the server applied it (0 if never)
 	ret     int64 // planned completion (op timeout for lost ones)
 	lost    bool
+	deaf    bool // lost to the deaf client (Config.DeafClient)
 	applied bool
 	granted bool // acquire: the server granted it; release: it deleted the key
 	owner   string
@@ -144,6 +145,7 @@ type gen struct {
 	injected []injRec
 
 	truth    Truth
+	stretch  Stretch // since the last grant of an acquire that returned ok
 	openLost int
 	lastT    int64
 	openArea float64
@@ -273,7 +275,17 @@ func (g *gen) invoke(ci int) {
 	g.record(e)
 	switch r.op {
 	case history.Acquire, history.Release:
-		if g.rnd.Float64() < g.cfg.Lost {
+		if g.deaf(c.id) {
+			r.lost, r.deaf = true, true
+			r.ret = g.now + int64(g.cfg.DeafTimeout)
+			g.truth.Lost++
+			g.openLost++
+			g.truth.MaxOpenLost = max(g.truth.MaxOpenLost, g.openLost)
+			// the server hears it at once, always as fast: with DeafTimeout
+			// equal to the lease, each retry reaches it as the lease of the
+			// one before runs out
+			g.push(g.now+int64(g.cfg.RoundTrip)/2, evApply, ci, idx)
+		} else if g.rnd.Float64() < g.cfg.Lost {
 			r.lost = true
 			r.ret = g.now + int64(g.cfg.OpTimeout)
 			g.truth.Lost++
@@ -317,6 +329,9 @@ func (g *gen) grant(i int32, injected bool) {
 	g.refused = g.refused[:0]
 	if o.lost {
 		g.truth.LostGranted++
+		g.stretch.LostGrants++
+	} else {
+		g.endStretch()
 	}
 	g.trace(i, StepGrant, injected)
 }
@@ -337,6 +352,11 @@ func (g *gen) apply(i int32) {
 			g.inject(i)
 		default:
 			g.trace(i, StepRefuse, false)
+			if !o.lost && g.ops[g.holder].lost {
+				g.stretch.RefusedUnderLost++
+			} else if !o.lost {
+				g.stretch.RefusedUnderKnown++
+			}
 			if !o.lost {
 				g.refused = append(g.refused, refusal{o.call, g.now})
 			}
@@ -376,6 +396,10 @@ func (g *gen) complete(i int32) {
 			c.relInF = false
 		}
 		c.phase, next = phIdle, g.now+g.think()
+		if o.deaf {
+			e.Error = "timeout after " + g.cfg.DeafTimeout.String()
+			next = g.now // it retries at once
+		}
 	case o.op == history.Acquire && o.granted:
 		e.Type, e.Owner = history.OK, o.owner
 		c.held, c.grant = i, o.apply
@@ -407,6 +431,12 @@ func (g *gen) complete(i int32) {
 	g.record(e)
 	c.next = next
 	g.push(next, evInvoke, c.id-1, -1)
+}
+
+// deaf reports whether client id hears no reply now.
+func (g *gen) deaf(id int) bool {
+	from := int64(g.cfg.DeafFrom)
+	return id == g.cfg.DeafClient && g.now >= from && g.now < from+int64(g.cfg.DeafFor)
 }
 
 func (g *gen) think() int64 { return g.uniform(0, 2*int64(g.cfg.Think)) }
@@ -502,4 +532,14 @@ func (g *gen) inject(b int32) {
 	g.injected = append(g.injected, rec)
 	g.armed = nil
 	g.grant(b, true)
+}
+
+// endStretch closes the stretch since the last grant that returned ok (at
+// a new one, or at the end) and keeps it when it is the longest.
+func (g *gen) endStretch() {
+	g.stretch.To = g.now
+	if g.stretch.To-g.stretch.From > g.truth.Unavailable.To-g.truth.Unavailable.From {
+		g.truth.Unavailable = g.stretch
+	}
+	g.stretch = Stretch{From: g.now}
 }

@@ -16,6 +16,7 @@ func (g *gen) finish() Truth {
 	if g.now > 0 {
 		t.MeanOpen = g.openArea / float64(g.lastT)
 	}
+	t.Unavailable = g.truth.Unavailable
 	g.expire()
 	if g.holder >= 0 {
 		t.FinalHolder, t.FinalHolderLost = int64(g.holder)+1, g.ops[g.holder].lost

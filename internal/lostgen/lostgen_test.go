@@ -393,3 +393,30 @@ func TestTruthManySeeds(t *testing.T) {
 	require.Positive(t, no)
 	require.Positive(t, explained)
 }
+
+func TestDeafClient(t *testing.T) {
+	// the deaf client's retries come a lease apart at a fixed phase: once
+	// one lands on a free lock, the chain holds it to the stretch's end;
+	// with more clients the first one lands later
+	for _, clients := range []int{5, 10} {
+		t.Run(fmt.Sprint(clients, " clients"), func(t *testing.T) {
+			cfg := Config{Ops: 4000, Clients: clients, Lost: 0.01, DeafClient: 2, DeafFrom: time.Second, DeafFor: 2 * time.Second, Seed: 9}
+			h, tr := generated(t, cfg)
+			require.Equal(t, Yes, tr.Linearizable)
+			require.NoError(t, linearize(h, tr, cfg))
+			u := tr.Unavailable
+			require.GreaterOrEqual(t, u.To-u.From, int64(cfg.DeafFor)/2, "%+v", u)
+			require.GreaterOrEqual(t, u.LostGrants, int(cfg.DeafFor/(50*time.Millisecond))/2)
+			// refusals early in the stretch fall under the holder that
+			// opened it; the rest under lost grants
+			require.Greater(t, u.RefusedUnderLost, 10*u.RefusedUnderKnown)
+			var deaf int
+			for _, o := range h.Ops {
+				if o.Client == 2 && o.Type == history.Info && o.Completed-o.Call == int64(50*time.Millisecond) {
+					deaf++
+				}
+			}
+			require.GreaterOrEqual(t, deaf, u.LostGrants)
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -33,6 +34,10 @@ var recorded = []struct {
 	// a lock without expiry: a lost acquire that took effect holds it for
 	// good, and nobody knows (a deadlock explained by a lost answer).
 	{"no-expiry-lost-deadlock", Config{Ops: 500, Clients: 10, Lost: 0.05, NoExpiry: true, DeadlockMs: 200, Seed: 15}, Yes},
+	// issue 17's liveness case: a client's acquires keep taking effect a
+	// lease apart while it hears no answer; the lock is unavailable to
+	// everybody else for 2 s, every refusal explained by a lost grant.
+	{"deaf-client-unavailable", Config{Ops: 1000, Clients: 5, Lost: 0.01, DeafClient: 1, DeafFrom: time.Second, DeafFor: 2 * time.Second, DeadlockMs: 1000, Seed: 16}, Yes},
 }
 
 func TestRecorded(t *testing.T) {
@@ -66,6 +71,9 @@ func TestRecorded(t *testing.T) {
 				}
 			}
 			r := agree(t, h, tr, rc.cfg)
+			if rc.cfg.DeafClient > 0 {
+				deafAgrees(t, r, tr)
+			}
 			if rc.cfg.NoExpiry && tr.FinalHolder != 0 {
 				for _, p := range r.Properties {
 					if p.Name == "deadlock" {

@@ -67,6 +67,11 @@ type Truth struct {
 	FinalHolder     int64 `json:"final_holder_op,omitempty"`
 	FinalHolderLost bool  `json:"final_holder_lost,omitempty"`
 
+	// Unavailable is the longest stretch between two grants (server
+	// times) of acquires that returned ok (or from the start): the lock
+	// as the clients saw it unavailable, and why.
+	Unavailable Stretch `json:"unavailable"`
+
 	// Trace is the server's log (Config.Trace only): every operation it
 	// applied, in order.
 	Trace []Step `json:"-"`
@@ -90,4 +95,19 @@ type Step struct {
 	Kind     StepKind
 	Expires  int64 // grant: when its lease runs out (history.Never without expiry)
 	Injected bool  // grant: an injected double grant
+}
+
+// Stretch is a stretch of the run between two grants of acquires that
+// returned ok, and what the server did meanwhile.
+type Stretch struct {
+	From int64 `json:"from_ns"`
+	To   int64 `json:"to_ns"`
+	// LostGrants counts the lost acquires granted in it: holders nobody
+	// knew of.
+	LostGrants int `json:"lost_grants"`
+	// RefusedUnderLost counts the answered refusals while a lost acquire
+	// held the key; RefusedUnderKnown those while an acquire that
+	// returned ok (or an injected grant's holder) held it.
+	RefusedUnderLost  int `json:"refused_under_lost"`
+	RefusedUnderKnown int `json:"refused_under_known"`
 }

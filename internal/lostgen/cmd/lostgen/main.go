@@ -36,6 +36,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.OpTimeout, "timeout", time.Second, "op timeout: when a lost reply is recorded")
 	fs.BoolVar(&c.Resource, "resource", false, "holders read and write the guarded resource")
 	fs.Int64Var(&c.DeadlockMs, "deadlock-ms", 10000, "the liveness threshold the history states (RunInfo.DeadlockMs)")
+	fs.IntVar(&c.DeafClient, "deaf-client", 0, "a client that hears no reply to its acquires and releases for a stretch, though the server applies them at once (0: none)")
+	fs.DurationVar(&c.DeafFrom, "deaf-from", 0, "when the deaf client's stretch starts")
+	fs.DurationVar(&c.DeafFor, "deaf-for", 0, "how long it lasts")
+	fs.DurationVar(&c.DeafTimeout, "deaf-timeout", 0, "the deaf client's op timeout, after which it retries at once (default: the lease)")
 	fs.StringVar(&out, "out", "", "run directory to write (required; history.jsonl must not exist in it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -58,8 +62,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, in := range t.Injections {
 		counts[in.Label]++
 	}
-	fmt.Fprintf(stdout, "%s: %d ops, %d events, %.1f s of run; lost %d (applied %d, granted %d), open lost max %d mean %.1f; injections %d (certain %d, explainable %d, unknown %d); linearizable: %s (%s) [%.1fs]\n",
+	fmt.Fprintf(stdout, "%s: %d ops, %d events, %.1f s of run; lost %d (applied %d, granted %d), open lost max %d mean %.1f; injections %d (certain %d, explainable %d, unknown %d); linearizable: %s (%s); longest stretch without an ok grant %.2f s (%d lost grants, %d refusals under them, %d under known holders) [%.1fs]\n",
 		out, t.Ops, t.Events, float64(t.End)/1e9, t.Lost, t.LostApplied, t.LostGranted, t.MaxOpenLost, t.MeanOpen,
-		len(t.Injections), counts[lostgen.Certain], counts[lostgen.Explainable], counts[lostgen.Unknown], t.Linearizable, t.Why, time.Since(t0).Seconds())
+		len(t.Injections), counts[lostgen.Certain], counts[lostgen.Explainable], counts[lostgen.Unknown], t.Linearizable, t.Why,
+		float64(t.Unavailable.To-t.Unavailable.From)/1e9, t.Unavailable.LostGrants, t.Unavailable.RefusedUnderLost, t.Unavailable.RefusedUnderKnown, time.Since(t0).Seconds())
 	return 0
 }
