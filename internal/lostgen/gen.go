@@ -275,27 +275,24 @@ func (g *gen) invoke(ci int) {
 	g.record(e)
 	switch r.op {
 	case history.Acquire, history.Release:
-		if g.deaf(c.id) {
-			r.lost, r.deaf = true, true
-			r.ret = g.now + int64(g.cfg.DeafTimeout)
+		if deaf := g.deaf(c.id); deaf || g.rnd.Float64() < g.cfg.Lost {
+			r.lost, r.deaf = true, deaf
 			g.truth.Lost++
 			g.openLost++
 			g.truth.MaxOpenLost = max(g.truth.MaxOpenLost, g.openLost)
-			// the server hears it at once, always as fast: with DeafTimeout
-			// equal to the lease, each retry reaches it as the lease of the
-			// one before runs out
-			g.push(g.now+int64(g.cfg.RoundTrip)/2, evApply, ci, idx)
-		} else if g.rnd.Float64() < g.cfg.Lost {
-			r.lost = true
-			r.ret = g.now + int64(g.cfg.OpTimeout)
-			g.truth.Lost++
-			g.openLost++
-			if g.openLost > g.truth.MaxOpenLost {
-				g.truth.MaxOpenLost = g.openLost
-			}
-			if g.rnd.IntN(2) == 0 {
+			switch {
+			case deaf:
+				// the server hears it at once, always as fast: with
+				// DeafTimeout equal to the lease, each retry reaches it as
+				// the lease of the one before runs out
+				r.ret = g.now + int64(g.cfg.DeafTimeout)
+				g.push(g.now+int64(g.cfg.RoundTrip)/2, evApply, ci, idx)
+			case g.rnd.IntN(2) == 0:
 				// applied at a random moment inside the call window
+				r.ret = g.now + int64(g.cfg.OpTimeout)
 				g.push(g.now+g.uniform(1, int64(g.cfg.OpTimeout)-1), evApply, ci, idx)
+			default:
+				r.ret = g.now + int64(g.cfg.OpTimeout)
 			}
 		} else {
 			rt := g.roundTrip()
@@ -390,14 +387,13 @@ func (g *gen) complete(i int32) {
 	next := g.now + g.gap()
 	switch {
 	case o.lost:
-		e.Type, e.Error = history.Info, "timeout after "+g.cfg.OpTimeout.String()
+		e.Type, e.Error = history.Info, "timeout after "+time.Duration(o.ret-o.call).String()
 		g.openLost--
 		if o.op == history.Release {
 			c.relInF = false
 		}
 		c.phase, next = phIdle, g.now+g.think()
 		if o.deaf {
-			e.Error = "timeout after " + g.cfg.DeafTimeout.String()
 			next = g.now // it retries at once
 		}
 	case o.op == history.Acquire && o.granted:
