@@ -2,7 +2,9 @@ package lostgen
 
 import (
 	"fmt"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,6 +50,13 @@ func TestCheckerAgrees(t *testing.T) {
 func agree(t *testing.T, h *history.History, tr Truth, cfg Config) checker.Result {
 	t.Helper()
 	r := checker.Check(h, checker.Options{})
+	agreed(t, r, tr, cfg)
+	return r
+}
+
+// agreed is agree on the checker's result r.
+func agreed(t *testing.T, r checker.Result, tr Truth, cfg Config) {
+	t.Helper()
 	var lin *checker.Property
 	for i, p := range r.Properties {
 		if p.Name == "linearizable" {
@@ -69,7 +78,6 @@ func agree(t *testing.T, h *history.History, tr Truth, cfg Config) checker.Resul
 	default:
 		t.Fatalf("the generator proved nothing: %s", tr.Why)
 	}
-	return r
 }
 
 // deafAgrees holds the checker to issue 17's liveness case: the lock was
@@ -87,5 +95,51 @@ func deafAgrees(t *testing.T, r checker.Result, tr Truth) {
 	if r.Verdict == checker.Unsafe {
 		t.Skipf("DISAGREEMENT (issue 17, liveness): checker says %s (%q) where the lock was unavailable %.2f s, %d answered refusals under %d lost acquires that took effect (and %d under the holder that opened the stretch): unavailability explained by lost answers, not a broken promise",
 			r.Verdict, r.Why, float64(u.To-u.From)/1e9, u.RefusedUnderLost, u.LostGrants, u.RefusedUnderKnown)
+	}
+}
+
+// TestCheckerLarge holds the checker to the truth on issue 17's sizes
+// (10k-100k operations, 50 clients, 1-5% lost, with and without certain
+// double grants), each within a minute. It is long: it runs only with
+// LOSTGEN_LARGE=1 (LOSTGEN_LARGE=100k adds the 100k-operation ones).
+// checker.Check takes no context yet: a history it cannot decide in time
+// fails the test and its search goes on until the test binary exits.
+func TestCheckerLarge(t *testing.T) {
+	large := os.Getenv("LOSTGEN_LARGE")
+	if large == "" {
+		t.Skip("set LOSTGEN_LARGE=1 (or 100k) to run issue 17's sizes")
+	}
+	type shape struct {
+		name string
+		cfg  Config
+	}
+	var shapes []shape
+	for seed := int64(1); seed <= 3; seed++ {
+		shapes = append(shapes,
+			shape{"10k valid 5%", Config{Ops: 10_000, Clients: 50, Lost: 0.05, Seed: seed}},
+			shape{"10k certain 1%", Config{Ops: 10_000, Clients: 50, Lost: 0.01, Double: 5, Mix: MixCertain, Seed: seed}},
+			shape{"10k certain 5%", Config{Ops: 10_000, Clients: 50, Lost: 0.05, Double: 5, Mix: MixCertain, Seed: seed}},
+			shape{"10k explainable 5 clients 5%", Config{Ops: 10_000, Clients: 5, Lost: 0.05, Double: 5, Mix: MixExplainable, Seed: seed}},
+		)
+		if large == "100k" {
+			shapes = append(shapes,
+				shape{"100k valid 1%", Config{Ops: 100_000, Clients: 50, Lost: 0.01, Seed: seed}},
+				shape{"100k certain 1%", Config{Ops: 100_000, Clients: 50, Lost: 0.01, Double: 5, Mix: MixCertain, Seed: seed}},
+			)
+		}
+	}
+	for _, sh := range shapes {
+		t.Run(fmt.Sprintf("%s seed %d", sh.name, sh.cfg.Seed), func(t *testing.T) {
+			h, tr, err := GenerateHistory(sh.cfg)
+			require.NoError(t, err)
+			done := make(chan checker.Result, 1)
+			go func() { done <- checker.Check(h, checker.Options{}) }()
+			select {
+			case r := <-done:
+				agreed(t, r, tr, sh.cfg)
+			case <-time.After(time.Minute):
+				t.Fatalf("no verdict in a minute (truth: linearizable %s, %s)", tr.Linearizable, tr.Why)
+			}
+		})
 	}
 }
