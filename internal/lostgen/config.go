@@ -94,7 +94,7 @@ type Config struct {
 
 // Limits of a Config.
 const (
-	MaxOps     = 20_000_000
+	MaxOps     = 5_000_000 // ~90 bytes an operation are kept while generating
 	MaxClients = 1000
 	MaxLost    = 0.5
 )

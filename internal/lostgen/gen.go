@@ -452,13 +452,15 @@ func (g *gen) holdUntil(c *client, after int64) int64 {
 // armIfDue arms the next injection when its op count is reached.
 func (g *gen) armIfDue() {
 	for len(g.targets) > 0 && g.invoked >= g.targets[0] {
-		g.targets = g.targets[1:]
 		if g.armed != nil {
+			// the next one is due: it waits for this one, which, in a
+			// mixed mix, has waited long enough
 			if g.cfg.Mix == MixMixed {
-				g.armed.want = MixAny // the last one waited long enough
+				g.armed.want = MixAny
 			}
-			continue // a strict mix makes fewer
+			break
 		}
+		g.targets = g.targets[1:]
 		want := g.cfg.Mix
 		if want == MixMixed {
 			want = MixCertain
