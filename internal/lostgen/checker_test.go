@@ -3,6 +3,7 @@ package lostgen
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -101,7 +102,9 @@ func deafAgrees(t *testing.T, r checker.Result, tr Truth) {
 // TestCheckerLarge holds the checker to the truth on issue 17's sizes
 // (10k-100k operations, 50 clients, 1-5% lost, with and without certain
 // double grants), each within a minute. It is long: it runs only with
-// LOSTGEN_LARGE=1 (LOSTGEN_LARGE=100k adds the 100k-operation ones).
+// LOSTGEN_LARGE=1 (LOSTGEN_LARGE=100k adds the 100k-operation ones),
+// over LOSTGEN_SEEDS seeds (default 3); -run 'TestCheckerLarge/10k_valid'
+// picks shapes.
 // checker.Check takes no context yet: a history it cannot decide in time
 // fails the test and its search goes on until the test binary exits.
 func TestCheckerLarge(t *testing.T) {
@@ -114,8 +117,13 @@ func TestCheckerLarge(t *testing.T) {
 		cfg  Config
 	}
 	var shapes []shape
-	for seed := int64(1); seed <= 3; seed++ {
+	seeds := int64(3)
+	if n, err := strconv.ParseInt(os.Getenv("LOSTGEN_SEEDS"), 10, 64); err == nil && n > 0 {
+		seeds = n
+	}
+	for seed := int64(1); seed <= seeds; seed++ {
 		shapes = append(shapes,
+			shape{"10k valid 1%", Config{Ops: 10_000, Clients: 50, Lost: 0.01, Seed: seed}},
 			shape{"10k valid 5%", Config{Ops: 10_000, Clients: 50, Lost: 0.05, Seed: seed}},
 			shape{"10k certain 1%", Config{Ops: 10_000, Clients: 50, Lost: 0.01, Double: 5, Mix: MixCertain, Seed: seed}},
 			shape{"10k certain 5%", Config{Ops: 10_000, Clients: 50, Lost: 0.05, Double: 5, Mix: MixCertain, Seed: seed}},
