@@ -33,6 +33,7 @@ func TestCheckerAgrees(t *testing.T) {
 			shape{"certain 50 clients 5%", Config{Ops: 1000, Clients: 50, Lost: 0.05, Double: 3, Mix: MixCertain, Seed: seed}},
 			shape{"certain 10 clients 5% resource", Config{Ops: 1000, Clients: 10, Lost: 0.05, Double: 2, Mix: MixCertain, Resource: true, Seed: seed}},
 			shape{"explainable 5 clients 5%", Config{Ops: 2000, Clients: 5, Lost: 0.05, Double: 3, Mix: MixExplainable, Seed: seed}},
+			shape{"explainable 50 clients 5%", Config{Ops: 1000, Clients: 50, Lost: 0.05, Double: 3, Mix: MixExplainable, Seed: seed}},
 		)
 	}
 	for _, sh := range shapes {
@@ -128,6 +129,7 @@ func TestCheckerLarge(t *testing.T) {
 			shape{"10k certain 1%", Config{Ops: 10_000, Clients: 50, Lost: 0.01, Double: 5, Mix: MixCertain, Seed: seed}},
 			shape{"10k certain 5%", Config{Ops: 10_000, Clients: 50, Lost: 0.05, Double: 5, Mix: MixCertain, Seed: seed}},
 			shape{"10k explainable 5 clients 5%", Config{Ops: 10_000, Clients: 5, Lost: 0.05, Double: 5, Mix: MixExplainable, Seed: seed}},
+			shape{"10k explainable 50 clients 5%", Config{Ops: 10_000, Clients: 50, Lost: 0.05, Double: 5, Mix: MixExplainable, Seed: seed}},
 		)
 		if large == "100k" {
 			shapes = append(shapes,

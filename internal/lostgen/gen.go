@@ -86,6 +86,7 @@ type opRec struct {
 	granted bool // acquire: the server granted it; release: it deleted the key
 	owner   string
 	relCall int64 // acquire: when its client invoked the release naming it (history.Never if never)
+	rel     int32 // acquire: that release's index (-1 if none)
 	value   int64 // write: the value written
 }
 
@@ -155,6 +156,7 @@ type injRec struct {
 	b, h   int32
 	at     int64
 	moveTo int64 // 0 when the holder's grant cannot be moved
+	rel    int32 // the holder's lost release, pending at the grant (-1 if none)
 }
 
 func newGen(cfg Config, emit func(history.Event) error) *gen {
@@ -254,7 +256,7 @@ func (g *gen) invoke(ci int) {
 	g.truth.Ops++
 	g.armIfDue()
 	idx := int32(len(g.ops))
-	r := opRec{client: int32(c.id), call: g.now, relCall: history.Never}
+	r := opRec{client: int32(c.id), call: g.now, relCall: history.Never, rel: -1}
 	e := history.Event{Type: history.Invoke, Client: c.id, OpID: int64(idx) + 1}
 	switch c.phase {
 	case phIdle:
@@ -268,7 +270,7 @@ func (g *gen) invoke(ci int) {
 	case phRelease:
 		r.op, r.owner = history.Release, g.ops[c.held].owner
 		e.Owner = r.owner
-		g.ops[c.held].relCall = g.now
+		g.ops[c.held].relCall, g.ops[c.held].rel = g.now, idx
 		c.relInF = true
 	}
 	e.Op = r.op
@@ -493,9 +495,24 @@ func (g *gen) fits(b int32) bool {
 		}
 		return g.lease == history.Never || bo.ret+margin < h.call+g.lease
 	case MixExplainable:
-		return g.moveTo() > 0
+		return g.moveTo() > 0 || g.pendingRelease() >= 0
 	}
 	return true
+}
+
+// pendingRelease returns the index of the current holder's release when
+// it is lost, invoked before now and not applied yet: placed just before
+// a grant now, it explains the grant (Explainable). -1 otherwise.
+func (g *gen) pendingRelease() int32 {
+	h := &g.ops[g.holder]
+	if h.lost || h.rel < 0 {
+		return -1
+	}
+	r := &g.ops[h.rel]
+	if !r.lost || r.applied || r.call >= g.now {
+		return -1
+	}
+	return h.rel
 }
 
 // explainEps is kept, in an Explainable linearization, between the moved
@@ -526,7 +543,7 @@ func (g *gen) moveTo() int64 {
 }
 
 func (g *gen) inject(b int32) {
-	rec := injRec{b: b, h: g.holder, at: g.now, moveTo: g.moveTo()}
+	rec := injRec{b: b, h: g.holder, at: g.now, moveTo: g.moveTo(), rel: g.pendingRelease()}
 	g.injected = append(g.injected, rec)
 	g.armed = nil
 	g.grant(b, true)

@@ -40,6 +40,9 @@ func (g *gen) label(in injRec) Injection {
 	case h.lost && in.moveTo > 0:
 		out.Label, out.MoveTo = Explainable, in.moveTo
 		out.Why = fmt.Sprintf("the holder is a lost acquire: granted at %d instead of %d, its lease ends before the second grant", in.moveTo, h.apply)
+	case !h.lost && in.rel >= 0:
+		out.Label, out.Release = Explainable, int64(in.rel)+1
+		out.Why = fmt.Sprintf("the holder's release (op %d, invoked at %d) was lost and had not taken effect: placed just before the second grant, it frees the lock for it", in.rel+1, g.ops[in.rel].call)
 	case h.lost:
 		out.Label = Unknown
 		out.Why = "the holder is a lost acquire whose grant the generator could not move clear of the second grant"
@@ -82,9 +85,15 @@ func verdict(ins []Injection) (string, string) {
 		return UnknownTruth, fmt.Sprintf("%d injections are neither certain nor explainable", unknown)
 	}
 	s := append([]Injection(nil), ins...)
-	sort.Slice(s, func(i, j int) bool { return s[i].MoveTo < s[j].MoveTo })
+	from := func(in Injection) int64 { // where its explanation starts to differ from the run
+		if in.Release != 0 {
+			return in.At
+		}
+		return in.MoveTo
+	}
+	sort.Slice(s, func(i, j int) bool { return from(s[i]) < from(s[j]) })
 	for i := 1; i < len(s); i++ {
-		if s[i].MoveTo <= s[i-1].At {
+		if from(s[i]) <= s[i-1].At {
 			return UnknownTruth, fmt.Sprintf("the explanations of ops %d and %d overlap", s[i-1].Op, s[i].Op)
 		}
 	}

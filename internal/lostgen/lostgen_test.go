@@ -187,17 +187,28 @@ func linearize(h *history.History, tr Truth, cfg Config) error {
 	}
 	var pts []pt
 	idx := map[int64]int{}
+	placed := map[int64]bool{} // lost releases an explanation places
+	for _, in := range tr.Injections {
+		if in.Release != 0 {
+			placed[in.Release] = true
+		}
+	}
 	for i, s := range tr.Trace {
 		o := ops[s.Op]
-		if o.Type == history.Info && (s.Kind == StepRefuse || s.Kind == StepKeep) {
-			continue // a lost operation that changed nothing: left out
+		if o.Type == history.Info && (s.Kind == StepRefuse || s.Kind == StepKeep) || placed[s.Op] {
+			continue // a lost operation that changed nothing (or is placed below): left out
 		}
 		idx[s.Op] = len(pts)
-		pts = append(pts, pt{s.At, i, o})
+		pts = append(pts, pt{s.At, 2 * i, o})
 	}
 	for _, in := range tr.Injections {
 		if in.Label != Explainable {
 			return fmt.Errorf("injection at op %d is %s", in.Op, in.Label)
+		}
+		if in.Release != 0 {
+			b := pts[idx[in.Op]]
+			pts = append(pts, pt{b.at, b.ord - 1, ops[in.Release]}) // just before the grant
+			continue
 		}
 		pts[idx[in.Holder]].at = in.MoveTo
 		end := in.MoveTo + lease - eps

@@ -11,10 +11,13 @@ const (
 	// ok, and its client invoked no release of it by then: no
 	// linearization exists, whatever the open operations did.
 	Certain Label = "certain"
-	// Explainable: the generator built a linearization: the earlier holder
-	// is a lost acquire whose grant moves to MoveTo (free lock, no acquire
-	// placed there), so its lease ends before the second grant; acquires
-	// refused after its moved lease are placed at their calls, inside it.
+	// Explainable: the generator built a linearization. Either the
+	// earlier holder is a lost acquire whose grant moves to MoveTo (free
+	// lock, no acquire placed there), so its lease ends before the second
+	// grant, and acquires refused after its moved lease are placed at
+	// their calls, inside it; or the earlier holder's release (Release)
+	// was lost and had not taken effect by the second grant, and is
+	// placed just before it.
 	Explainable Label = "explainable"
 	// Unknown: neither was proven; Why says what stood in the way.
 	Unknown Label = "unknown"
@@ -42,6 +45,9 @@ type Injection struct {
 	// MoveTo, for Explainable: where the holder's grant is placed in the
 	// linearization the generator built (0 otherwise).
 	MoveTo int64 `json:"move_to_ns,omitempty"`
+	// Release, for Explainable: the OpID of the holder's lost release
+	// placed just before the second grant (0 otherwise).
+	Release int64 `json:"release_op,omitempty"`
 }
 
 // Truth is the ground truth of a generated history.
