@@ -138,7 +138,7 @@ func runInfo(cfg Config, end int64) *history.RunInfo {
 		Seed:          cfg.Seed,
 		Clients:       cfg.Clients,
 		TTLMillis:     ttl,
-		Lease:         !cfg.NoExpiry,
+		Traits:        history.Traits{Lease: !cfg.NoExpiry},
 		TimeLimitMs:   (end + int64(time.Millisecond) - 1) / int64(time.Millisecond),
 		StartedAt:     "2026-01-01T00:00:00Z",
 		Cluster:       "simulated",
