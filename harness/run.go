@@ -237,7 +237,39 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	if err := o.validateParams(s, topology, names); err != nil {
 		return s, nil, nil, err
 	}
+	if err := o.validatePoints(s); err != nil {
+		return s, nil, nil, err
+	}
 	return s, ns, names, nil
+}
+
+// pointParams are the --param keys that aim a client fault at fault points
+// (gaps), with the fault each aims.
+var pointParams = map[string]string{"pause-at": "pause", "crash-at": "crash-client"}
+
+// validatePoints checks --param pause-at and crash-at: known points of the
+// scheme, or after-grant. A --client-cmd run's points are the program's,
+// known only once it runs: a point it does not declare is never struck.
+func (o *Options) validatePoints(s locks.Scheme) error {
+	for _, key := range []string{"pause-at", "crash-at"} {
+		points, err := nemesis.ParsePoints(o.Params[key])
+		if err != nil {
+			return usage("--param %s: %v", key, err)
+		}
+		if o.ClientCmd != "" {
+			continue
+		}
+		known := []string{locks.PointAfterGrant}
+		for _, p := range s.Points {
+			known = append(known, p.Name)
+		}
+		for _, p := range points {
+			if !slices.Contains(known, p) {
+				return usage("--param %s=%s: lock %s has no fault point %q (it has: %s)", key, o.Params[key], s.Name, p, strings.Join(known, ", "))
+			}
+		}
+	}
+	return nil
 }
 
 // Sizing is what a fault needs of the workload to be able to matter on a
@@ -292,6 +324,9 @@ func KnownParam(key, scheme, topology string, nemeses []string) (known, applies 
 	if slices.Contains(faultParams, key) {
 		return true, slices.Contains(nemeses, key), "the " + key + " fault"
 	}
+	if f, ok := pointParams[key]; ok {
+		return true, slices.Contains(nemeses, f), "the " + f + " fault"
+	}
 	i := slices.IndexFunc(local.Params, func(p local.Param) bool { return p.Name == key })
 	if i < 0 {
 		return false, false, ""
@@ -321,9 +356,11 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 		case applies:
 		case slices.Contains(faultParams, k):
 			return usage("--param %s sets the %s fault, which this run does not inject (--nemesis %s)", k, k, strings.Join(nemeses, ","))
+		case pointParams[k] != "":
+			return usage("--param %s aims the %s fault, which this run does not inject (--nemesis %s)", k, pointParams[k], strings.Join(nemeses, ","))
 		case o.ClientCmd != "":
 		case !known:
-			names := slices.Clone(faultParams)
+			names := append(slices.Clone(faultParams), "pause-at", "crash-at")
 			for _, p := range local.Params {
 				names = append(names, p.Name)
 			}

@@ -306,6 +306,18 @@ func fault(env *Env, name, target string, client int, detail string) func(string
 	}
 }
 
+// faultAt records the start of a client fault on client that struck at a
+// fault point (history.Event.Point) and returns the function that records
+// its end.
+func faultAt(env *Env, name string, client int, point, detail string) func(string) {
+	id := env.faultIDs.Add(1)
+	target := fmt.Sprintf("client %d", client)
+	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, Client: client, Point: point, FaultID: id, Detail: detail}, nil)
+	return func(d string) {
+		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, Client: client, FaultID: id, Detail: d}, nil)
+	}
+}
+
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -33,7 +34,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	defer lock.Close()
 	ready.Lock = &protocol.LockInfo{Name: scheme.Name, Lease: scheme.Lease, Fencing: scheme.Fencing && hello.Fence,
-		Reentrant: scheme.Reentrant, ChecksValidity: scheme.ChecksValidity, Renews: scheme.Renews, Session: scheme.Session}
+		Reentrant: scheme.Reentrant, ChecksValidity: scheme.ChecksValidity, Renews: scheme.Renews, Session: scheme.Session,
+		Points: scheme.Points}
 	if err := enc.Send(ready); err != nil {
 		return err
 	}
@@ -50,6 +52,10 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			return err
 		}
 		rep := protocol.Reply{ID: req.ID, Outcome: string(history.OK)}
+		ctx := ctx
+		if req.StopAt != "" {
+			ctx = locks.WithGap(ctx, req.StopAt, stopSelf(enc, req))
+		}
 		switch req.Op {
 		case protocol.OpAcquire:
 			var l locks.Lease
@@ -107,6 +113,12 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 					rep.Outcome, rep.Reason, rep.Error = string(history.Fail), history.ReasonNotHeld, "lock lost: "+why
 				}
 			}
+			// The check passed (or there was none): the resource changes
+			// when this answer arrives, so a stop here is the gap between
+			// the check and the act.
+			if req.Op == protocol.OpWrite && rep.Reason == "" {
+				locks.Gap(ctx, locks.PointAfterCheck)
+			}
 		case protocol.OpClock:
 			clock.SetOffset(time.Duration(req.OffsetMs) * time.Millisecond)
 		case protocol.OpShutdown:
@@ -118,6 +130,28 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		if err := enc.Send(rep); err != nil {
 			return err
 		}
+	}
+}
+
+// stopSelf returns the function that stops this client at a fault point,
+// as req asks: it announces the stop (a notice with req's id), then freezes
+// its own process group (SIGSTOP; the controller sends SIGCONT after the
+// fault's length, and the client goes on from there) or kills it (a crash).
+func stopSelf(enc *protocol.Encoder, req protocol.Request) func(string) {
+	return func(point string) {
+		how := req.Stop
+		if how == "" {
+			how = protocol.StopPause
+		}
+		if err := enc.Send(protocol.Reply{ID: req.ID, Stopped: point, Stop: how}); err != nil {
+			return // the controller is gone: nobody would resume us
+		}
+		sig := syscall.SIGSTOP
+		if how == protocol.StopCrash {
+			sig = syscall.SIGKILL
+		}
+		// The whole process group, as the controller's own faults do.
+		_ = syscall.Kill(0, sig)
 	}
 }
 
