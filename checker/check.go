@@ -130,7 +130,7 @@ func setSeverities(r *Result) {
 	for i := range r.Anomalies {
 		a := &r.Anomalies[i]
 		switch {
-		case a.Kind == KindStaleWriteRejected:
+		case a.Kind == KindStaleWriteRejected || a.Kind == KindCheckThenAct:
 			a.Severity = SeverityInfo
 		case lockLevel(a.Kind) && r.Fence && !damaged:
 			a.Severity = SeverityContained
