@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -150,8 +151,13 @@ func stopSelf(enc *protocol.Encoder, req protocol.Request) func(string) {
 		if how == protocol.StopCrash {
 			sig = syscall.SIGKILL
 		}
-		// The whole process group, as the controller's own faults do.
-		_ = syscall.Kill(0, sig)
+		// The signal goes to this very thread: sent to the process (or its
+		// group), the kernel may hand it to another thread, and this one
+		// could answer the request before the stop takes hold. A stop or
+		// a kill of one thread stops or kills the whole process.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), sig)
 	}
 }
 
