@@ -58,6 +58,9 @@ type benchRow struct {
 	verdicts                  []string
 	startup, rate, detect     []float64
 	violations, runs, errored int
+	// byPoint: fault -> violation times by the fault point of the fault
+	// (after-grant, after-check, ...; "-" for a fault with none).
+	byPoint map[string][]float64
 }
 
 func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
@@ -75,7 +78,7 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 	var rows []*benchRow
 	for _, lock := range strings.Split(f.o.Lock, ",") {
 		for _, nem := range strings.Split(f.o.Nemesis, ",") {
-			row := &benchRow{lock: lock, nem: nem}
+			row := &benchRow{lock: lock, nem: nem, byPoint: map[string][]float64{}}
 			rows = append(rows, row)
 			for i := 0; i < runs; i++ {
 				o := f.o
@@ -101,7 +104,12 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 				if t, ok := firstDamage(r); ok {
 					row.violations++
 					if ff, ok := faultBefore(res.Dir, t); ok {
-						row.detect = append(row.detect, float64(t-ff)/1e6)
+						row.detect = append(row.detect, float64(t-ff.Start)/1e6)
+						point := ff.Point
+						if point == "" {
+							point = "-"
+						}
+						row.byPoint[point] = append(row.byPoint[point], float64(t-ff.Start)/1e6)
 					}
 				}
 				fmt.Fprintf(out, "  %s / %s seed %d: %s (%s)\n", lock, nem, o.Seed, r.Verdict, r.Why)
@@ -109,10 +117,10 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 		}
 	}
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "\nLOCK\tNEMESIS\tRUNS\tVERDICTS\tSTART-UP ms (median)\tACQUIRES/s (median)\tFAULT -> VIOLATION ms (median, min-max)\t")
+	fmt.Fprintln(w, "\nLOCK\tNEMESIS\tRUNS\tVERDICTS\tSTART-UP ms (median)\tACQUIRES/s (median)\tFAULT -> VIOLATION ms (median, min-max)\tBY FAULT POINT (median ms, runs)\t")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.lock, r.nem, r.runs, tally(r.verdicts, r.errored),
-			med(r.startup, "%.0f"), med(r.rate, "%.1f"), detect(r.detect))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.lock, r.nem, r.runs, tally(r.verdicts, r.errored),
+			med(r.startup, "%.0f"), med(r.rate, "%.1f"), detect(r.detect), byPoint(r.byPoint))
 	}
 	return w.Flush()
 }
@@ -134,19 +142,37 @@ func firstDamage(r checker.Result) (int64, bool) {
 	return t, ok
 }
 
-// faultBefore returns the start of the last fault that began at or before t.
-func faultBefore(dir string, t int64) (int64, bool) {
+// faultBefore returns the last fault that began at or before t.
+func faultBefore(dir string, t int64) (history.Fault, bool) {
 	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
-		return 0, false
+		return history.Fault{}, false
 	}
-	start, ok := int64(0), false
+	last, ok := history.Fault{}, false
 	for _, f := range h.Faults {
 		if f.Start <= t {
-			start, ok = f.Start, true
+			last, ok = f, true
 		}
 	}
-	return start, ok
+	return last, ok
+}
+
+// byPoint renders the fault -> violation medians by fault point:
+// "after-check 1702 (3), after-grant 2040 (1)".
+func byPoint(m map[string][]float64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	points := make([]string, 0, len(m))
+	for p := range m {
+		points = append(points, p)
+	}
+	slices.Sort(points)
+	parts := make([]string, 0, len(points))
+	for _, p := range points {
+		parts = append(parts, fmt.Sprintf("%s %.0f (%d)", p, median(m[p]), len(m[p])))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func tally(vs []string, errored int) string {
