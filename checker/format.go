@@ -119,6 +119,8 @@ func gapPhrase(point string) string {
 		return "between its GET, which found the key its own, and its delete"
 	case "after-setnx":
 		return "between SETNX and EXPIRE"
+	case "waiting":
+		return "while it waited in a blocking acquire"
 	}
 	return "inside its own steps"
 }

@@ -260,6 +260,9 @@ func (o *Options) validatePoints(s locks.Scheme) error {
 			continue
 		}
 		known := []string{locks.PointAfterGrant}
+		if o.Wait {
+			known = append(known, locks.PointWaiting)
+		}
 		for _, p := range s.Points {
 			known = append(known, p.Name)
 		}
@@ -651,7 +654,8 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 			stopNow()
 		}
 	})
-	env := &nemesis.Env{Recorder: rec, Cluster: cl, Workload: wl, TTL: ttl, Seed: o.Seed, Net: network, Params: o.Params}
+	env := &nemesis.Env{Recorder: rec, Cluster: cl, Workload: wl, TTL: ttl, Seed: o.Seed, Net: network, Params: o.Params,
+		Wait: o.Wait} // gaps: with --wait, pause freezes waiters too (locks.PointWaiting)
 	nemErr := make(chan error, 1)
 	go func() {
 		err := nemesis.RunAll(stop, env, nemeses)

@@ -13,6 +13,10 @@ import (
 // client touches the resource.
 const (
 	PointAfterGrant = "after-grant"
+	// PointWaiting is the controller's too: a client blocked in a
+	// blocking acquire (--wait) while another holds the lock, frozen long
+	// enough for its session or lease to run out while it waits.
+	PointWaiting = "waiting"
 	// PointAfterSetNX: between SETNX and EXPIRE (redis-setnx-expire); a
 	// crash there leaves a key with no TTL.
 	PointAfterSetNX = "after-setnx"

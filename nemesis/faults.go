@@ -118,6 +118,9 @@ func (f *clientFault) run() error {
 	f.next = time.Now().Add(between(f.r, 500*time.Millisecond, time.Second))
 	f.env.Workload.OnAcquire(f.afterGrant)
 	f.env.Workload.AddStopper(f)
+	if f.env.Wait && !f.crash {
+		f.env.Workload.OnInvoke(f.waiting)
+	}
 	<-f.ctx.Done()
 	f.mu.Lock()
 	f.closed = true
@@ -133,6 +136,9 @@ func (f *clientFault) want(p *workloads.Process) string {
 		points := f.at
 		if points == nil {
 			points = []string{locks.PointAfterGrant}
+			if f.env.Wait && !f.crash {
+				points = append(points, locks.PointWaiting)
+			}
 			for _, pt := range p.Points() {
 				points = append(points, pt.Name)
 			}
@@ -181,6 +187,50 @@ func (f *clientFault) afterGrant(p *workloads.Process) {
 	d := scaled(f.r, f.env.TTL, f.lo, f.hi)
 	end := faultAt(f.env, f.name, p.ID, locks.PointAfterGrant, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
 	go f.hold(p, d, end)
+}
+
+// waitingGrace is how long an acquire must have waited before a waiter
+// fault freezes its client: long enough that it is blocked (a blocking
+// acquire's retry, a watch on its predecessor), not on its first try.
+const waitingGrace = 150 * time.Millisecond
+
+// waiting strikes a waiter: a client whose blocking acquire (--wait) is
+// sent while another client holds the lock, still waiting waitingGrace
+// later, is frozen for the fault's length (its session or lease runs out
+// while it waits; a recipe that does not look again hands it the lock).
+func (f *clientFault) waiting(p *workloads.Process, op history.Op) {
+	if op != history.Acquire {
+		return
+	}
+	f.mu.Lock()
+	if !f.ready() || f.want(p) != locks.PointWaiting || f.env.Workload.Holders() == 0 {
+		f.mu.Unlock()
+		return
+	}
+	f.busy = true
+	f.wg.Add(1)
+	f.mu.Unlock()
+	// The request is sent right after this hook: its id is the next.
+	id := p.LastRequest() + 1
+	go func() {
+		if !sleepCtx(f.ctx, waitingGrace) || p.InFlight() != id {
+			f.mu.Lock()
+			f.busy = false // granted or refused at once: not a waiter
+			f.mu.Unlock()
+			f.wg.Done()
+			return
+		}
+		if err := p.Pause(); err != nil {
+			f.mu.Lock()
+			f.busy = false
+			f.mu.Unlock()
+			f.wg.Done()
+			return
+		}
+		d := scaled(f.r, f.env.TTL, f.lo, f.hi)
+		end := faultAt(f.env, f.name, p.ID, locks.PointWaiting, fmt.Sprintf("SIGSTOP of a waiter for %s", d.Round(time.Millisecond)))
+		f.hold(p, d, end)
+	}()
 }
 
 // Arm implements workloads.Stopper: it asks for a stop at the point this

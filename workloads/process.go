@@ -36,6 +36,8 @@ type Process struct {
 	nextReq atomic.Int64
 	killed  atomic.Bool // killed on purpose (crash-client, shutdown)
 	paused  atomic.Bool
+	// inFlight is the id of the request awaiting its answer, 0 when none.
+	inFlight atomic.Int64
 	// selfStops counts the client's notices that it stops itself.
 	selfStops atomic.Int64
 	grant     history.Event // the completion of the last successful acquire
@@ -206,6 +208,8 @@ func (p *Process) Do(op, owner string, timeout time.Duration, offsetMs ...int64)
 func (p *Process) DoRequest(req protocol.Request, timeout time.Duration) (protocol.Reply, error) {
 	id := p.nextReq.Add(1)
 	req.ID = id
+	p.inFlight.Store(id)
+	defer p.inFlight.CompareAndSwap(id, 0)
 	if err := p.enc.Send(req); err != nil {
 		return protocol.Reply{}, p.deadError(err)
 	}
@@ -269,6 +273,13 @@ func (p *Process) selfStop(n protocol.Reply) {
 func (p *Process) WaitStopped(limit time.Duration) error {
 	return proc.WaitStopped(p.PID(), limit)
 }
+
+// InFlight returns the id of the request awaiting its answer (0: none).
+func (p *Process) InFlight() int64 { return p.inFlight.Load() }
+
+// LastRequest returns the id of the last request sent (the next gets the
+// one after).
+func (p *Process) LastRequest() int64 { return p.nextReq.Load() }
 
 // Points returns the fault points the client said it can stop at.
 func (p *Process) Points() []protocol.Point {
