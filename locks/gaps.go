@@ -31,11 +31,14 @@ const (
 
 var (
 	afterSetNX = protocol.Point{Name: PointAfterSetNX, Op: protocol.OpAcquire,
-		Summary: "SETNX has set the key, EXPIRE not yet sent: a crash here leaves the lock without a TTL"}
+		Summary: "SETNX has set the key, EXPIRE not yet sent: a crash here leaves the lock without a TTL",
+		Stops:   []string{protocol.StopCrash}}
 	afterCheck = protocol.Point{Name: PointAfterCheck, Op: protocol.OpWrite,
-		Summary: "the client found its lease still valid and is about to write: a pause here writes after the lease is gone"}
+		Summary: "the client found its lease still valid and is about to write: a pause here writes after the lease is gone",
+		Stops:   []string{protocol.StopPause}}
 	afterGet = protocol.Point{Name: PointAfterGet, Op: protocol.OpRelease,
-		Summary: "GET found the key ours, the delete not yet sent: a pause here deletes the next holder's key"}
+		Summary: "GET found the key ours, the delete not yet sent: a pause here deletes the next holder's key",
+		Stops:   []string{protocol.StopPause}}
 )
 
 type gapKey struct{}

@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/protocol"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -139,8 +140,15 @@ func (f *clientFault) want(p *workloads.Process) string {
 			if f.env.Wait && !f.crash {
 				points = append(points, locks.PointWaiting)
 			}
+			how := protocol.StopPause
+			if f.crash {
+				how = protocol.StopCrash
+			}
 			for _, pt := range p.Points() {
-				points = append(points, pt.Name)
+				// By default only where this kind of stop can hurt.
+				if len(pt.Stops) == 0 || slices.Contains(pt.Stops, how) {
+					points = append(points, pt.Name)
+				}
 			}
 		}
 		for _, i := range f.r.Perm(len(points)) {

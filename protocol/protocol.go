@@ -114,6 +114,11 @@ type Point struct {
 	Op   string `json:"op"`   // the operation it lies in: acquire, release, read or write
 	// Summary says in plain words what lies on either side of it.
 	Summary string `json:"summary,omitempty"`
+	// Stops lists the stops that can hurt there (StopPause, StopCrash),
+	// which locktest's faults aim at it by default; empty: both. A crash
+	// between SETNX and EXPIRE leaves a lock forever, a pause there only
+	// delays it.
+	Stops []string `json:"stops,omitempty"`
 }
 
 // How a client stops itself at a point (Request.Stop).

@@ -23,8 +23,9 @@ func TestSelfStopAtPoint(t *testing.T) {
 	p, err := startProcess([]string{os.Args[0], "worker"}, 1, filepath.Join(t.TempDir(), "c.stderr"), hello, 10*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Shutdown(time.Second) })
-	require.Equal(t, []protocol.Point{{Name: locks.PointAfterSetNX, Op: protocol.OpAcquire,
-		Summary: p.Points()[0].Summary}}, p.Points())
+	scheme, _ := locks.Lookup("redis-setnx-expire")
+	require.Equal(t, scheme.Points, p.Points(), "the ready message carries the scheme's points")
+	require.Equal(t, locks.PointAfterSetNX, p.Points()[0].Name)
 
 	type stop struct {
 		point string
