@@ -216,12 +216,9 @@ func handshake(r *Report, c *client, d time.Duration) bool {
 
 // expect sends req and checks the reply's form and outcome.
 func expect(r *Report, c *client, req protocol.Request, d time.Duration, outcome, reason string) (protocol.Reply, bool) {
-	c.next++
-	req.ID = c.next
 	step := fmt.Sprintf("%s by client %d", req.Op, c.id)
-	b, _ := json.Marshal(req)
-	if _, err := c.in.Write(append(b, '\n')); err != nil {
-		r.add(false, step, "cannot send the request: %v", err)
+	req, ok := send(r, c, req, step)
+	if !ok {
 		return protocol.Reply{}, false
 	}
 	line, ok := c.line(d)
@@ -230,6 +227,19 @@ func expect(r *Report, c *client, req protocol.Request, d time.Duration, outcome
 		return protocol.Reply{}, false
 	}
 	return checkReply(r, step, req, line, outcome, reason)
+}
+
+// send numbers req and writes it to c; a write that fails is a finding of
+// step.
+func send(r *Report, c *client, req protocol.Request, step string) (protocol.Request, bool) {
+	c.next++
+	req.ID = c.next
+	b, _ := json.Marshal(req)
+	if _, err := c.in.Write(append(b, '\n')); err != nil {
+		r.add(false, step, "cannot send the request: %v", err)
+		return req, false
+	}
+	return req, true
 }
 
 // checkReply checks the form and outcome of line, the answer to req.
@@ -331,12 +341,9 @@ func checkPoints(r *Report, c *client, d time.Duration) {
 // checks the notice and the stop, resumes the client and checks its answer
 // (ok: nobody else holds the lock).
 func expectStop(r *Report, c *client, req protocol.Request, d time.Duration) (protocol.Reply, bool) {
-	c.next++
-	req.ID = c.next
 	step := fmt.Sprintf("%s by client %d, stopping at %s", req.Op, c.id, req.StopAt)
-	b, _ := json.Marshal(req)
-	if _, err := c.in.Write(append(b, '\n')); err != nil {
-		r.add(false, step, "cannot send the request: %v", err)
+	req, ok := send(r, c, req, step)
+	if !ok {
 		return protocol.Reply{}, false
 	}
 	line, ok := c.line(d)

@@ -186,10 +186,7 @@ func (f *clientFault) afterGrant(p *workloads.Process) {
 	f.wg.Add(1)
 	f.mu.Unlock()
 	if err := p.Pause(); err != nil {
-		f.mu.Lock()
-		f.busy = false
-		f.mu.Unlock()
-		f.wg.Done()
+		f.standDown()
 		return
 	}
 	d := scaled(f.r, f.env.TTL, f.lo, f.hi)
@@ -221,18 +218,9 @@ func (f *clientFault) waiting(p *workloads.Process, op history.Op) {
 	// The request is sent right after this hook: its id is the next.
 	id := p.LastRequest() + 1
 	go func() {
-		if !sleepCtx(f.ctx, waitingGrace) || p.InFlight() != id {
-			f.mu.Lock()
-			f.busy = false // granted or refused at once: not a waiter
-			f.mu.Unlock()
-			f.wg.Done()
-			return
-		}
-		if err := p.Pause(); err != nil {
-			f.mu.Lock()
-			f.busy = false
-			f.mu.Unlock()
-			f.wg.Done()
+		// Granted or refused at once: not a waiter.
+		if !sleepCtx(f.ctx, waitingGrace) || p.InFlight() != id || p.Pause() != nil {
+			f.standDown()
 			return
 		}
 		d := scaled(f.r, f.env.TTL, f.lo, f.hi)
@@ -310,6 +298,15 @@ func (f *clientFault) Stopped(p *workloads.Process, point string, crash bool) {
 		return
 	}
 	go f.hold(p, d, end)
+}
+
+// standDown ends a fault that struck nothing (the client could not be
+// frozen, or was no waiter after all): the next one may strike at once.
+func (f *clientFault) standDown() {
+	f.mu.Lock()
+	f.busy = false
+	f.mu.Unlock()
+	f.wg.Done()
 }
 
 // hold keeps p frozen for d (less when the run ends), then resumes it and

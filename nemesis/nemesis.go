@@ -302,19 +302,20 @@ func scaled(r *rand.Rand, base time.Duration, lo, hi float64) time.Duration {
 // end, with the detail given then. client is the client process the fault
 // hits (0 for a server fault).
 func fault(env *Env, name, target string, client int, detail string) func(string) {
-	id := env.faultIDs.Add(1)
-	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, Client: client, FaultID: id, Detail: detail}, nil)
-	return func(d string) {
-		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, Client: client, FaultID: id, Detail: d}, nil)
-	}
+	return recordFault(env, name, target, client, "", detail)
 }
 
 // faultAt records the start of a client fault on client that struck at a
 // fault point (history.Event.Point) and returns the function that records
 // its end.
 func faultAt(env *Env, name string, client int, point, detail string) func(string) {
+	return recordFault(env, name, fmt.Sprintf("client %d", client), client, point, detail)
+}
+
+// recordFault records a fault's start (at point, for a client fault that
+// struck at one) and returns the function that records its end.
+func recordFault(env *Env, name, target string, client int, point, detail string) func(string) {
 	id := env.faultIDs.Add(1)
-	target := fmt.Sprintf("client %d", client)
 	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, Client: client, Point: point, FaultID: id, Detail: detail}, nil)
 	return func(d string) {
 		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, Client: client, FaultID: id, Detail: d}, nil)
