@@ -165,10 +165,10 @@ type Info struct {
 // All is the registry of nemeses, in the order `locktest list` shows them.
 var All = []Info{
 	{"none", "no fault: the baseline every scheme must pass", nil},
-	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }},
+	{"pause", "SIGSTOP a client for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC; it strikes right after a grant and at the scheme's own gaps (after-check, after-get; with --wait a waiter), drawn by the seed (--param pause-at=POINT,... to choose)", func() Nemesis { return &pause{} }},
 	{"pause-server", "freeze a server right after a grant, for 0.5-2x the TTL (SIGSTOP, then SIGCONT; docker pause and unpause on containers) (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }},
 	{"kill", "right after a grant, kill -9 a server (Redlock: just enough of those that granted the lease) and restart it after 0.3-1 s (Redis comes back empty: its locks are lost; MariaDB recovers its rows but not its sessions; ZooKeeper and etcd members restart with their data); --param kill=leader kills the leader of zk3/etcd3", func() Nemesis { return &killServer{} }},
-	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }},
+	{"crash-client", "kill -9 the client that holds the lock right after it acquires, or let a client crash itself at its scheme's gap (after-setnx), drawn by the seed (--param crash-at=POINT,... to choose); a fresh client takes its place", func() Nemesis { return &crashClient{} }},
 	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime); --param clock=back (or forward,back) jumps back instead: leases outlive their TTL until the clock is set right, which is a forward jump", func() Nemesis { return &clock{} }},
 	{"clock-client", "turn the holder's own clock back by 1-3x the TTL right after it acquires (matters for clients that check their lease validity)", func() Nemesis { return &clockClient{} }},
 	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }},
