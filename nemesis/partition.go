@@ -331,25 +331,20 @@ func masterMinority(ctx context.Context, m mastered, groups [][]*netns.Host, add
 			mh = h
 		}
 	}
-	if mh == nil || slices.Contains(a, mh) {
-		return a, b
-	}
-	i := slices.Index(b, mh)
-	if i < 0 {
-		return a, b
-	}
-	// The member of the master's group on the minority side trades
-	// places with the master.
-	var group []*netns.Host
-	for _, g := range groups {
-		if slices.Contains(g, mh) {
-			group = g
+	if i := slices.Index(b, mh); mh != nil && i >= 0 {
+		// The member of the master's group on the minority side trades
+		// places with the master.
+		var group []*netns.Host
+		for _, g := range groups {
+			if slices.Contains(g, mh) {
+				group = g
+			}
 		}
-	}
-	for j, h := range a {
-		if slices.Contains(group, h) {
-			a[j], b[i] = b[i], a[j]
-			break
+		for j, h := range a {
+			if slices.Contains(group, h) {
+				a[j], b[i] = b[i], a[j]
+				break
+			}
 		}
 	}
 	// Clients on both sides: one moves over to a side that has none.
