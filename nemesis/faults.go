@@ -113,6 +113,7 @@ type clientFault struct {
 	busy, closed bool
 	next         time.Time
 	round        []string // the points still to strike in this round, next first
+	misses       int      // requests in a row that never reached the point wanted
 }
 
 func (f *clientFault) run() error {
@@ -249,11 +250,22 @@ func (f *clientFault) Arm(p *workloads.Process, op history.Op) (string, bool) {
 
 // Missed implements workloads.Stopper: the client never got to the point
 // (its check failed, its SETNX was refused): the next request may.
-func (f *clientFault) Missed(*workloads.Process, string) {
+func (f *clientFault) Missed(_ *workloads.Process, point string) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.busy = false
-	f.mu.Unlock()
+	f.misses++
+	if f.misses >= maxMisses && len(f.round) > 0 && f.round[0] == point {
+		// A point the clients never reach (a check that always fails)
+		// must not hold the other points back: on to the next.
+		note(f.env, fmt.Sprintf("%s skipped %s: %d requests asked to stop there never reached it", f.name, point, f.misses))
+		f.round, f.misses = f.round[1:], 0
+	}
 }
+
+// maxMisses is how many requests in a row may miss the point a client
+// fault wants before it moves on to the next point of its round.
+const maxMisses = 10
 
 // Stopped implements workloads.Stopper: the client stopped itself at
 // point. A paused one is resumed after the fault's length (at once when
@@ -332,6 +344,7 @@ func (f *clientFault) struck() {
 
 // struckLocked is struck under f.mu.
 func (f *clientFault) struckLocked() {
+	f.misses = 0
 	if len(f.round) > 0 {
 		f.round = f.round[1:]
 	}
