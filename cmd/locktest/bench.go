@@ -101,9 +101,13 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 				if d := r.Counts.DurationNs; d > 0 {
 					row.rate = append(row.rate, float64(r.Counts.AcquiresOK)/(float64(d)/1e9))
 				}
-				if t, ok := firstDamage(r); ok {
+				h, herr := history.Load(filepath.Join(res.Dir, "history.jsonl"))
+				if herr != nil {
+					h = &history.History{}
+				}
+				if t, ok := firstDamage(r, h); ok {
 					row.violations++
-					if ff, ok := faultBefore(res.Dir, t); ok {
+					if ff, ok := faultBefore(h, t); ok {
 						row.detect = append(row.detect, float64(t-ff.Start)/1e6)
 						point := ff.Point
 						if point == "" {
@@ -128,26 +132,29 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 // firstDamage is when the first violation happened: the start of the
 // earliest double holder, foreign release, lost update... (a
 // non-linearizable anomaly starts at the first operation it names, which
-// can precede the fault that caused it, so it is left out).
-func firstDamage(r checker.Result) (int64, bool) {
+// can precede the fault that caused it, so it is left out). An anomaly
+// that starts before any fault of h began (a lost update whose write was
+// sent just before its client stopped itself at after-check) counts from
+// its end, when the damage landed.
+func firstDamage(r checker.Result, h *history.History) (int64, bool) {
 	t, ok := int64(0), false
 	for _, a := range r.Anomalies {
 		if a.Severity != checker.SeverityViolation || a.Kind == checker.KindNonLinearizable {
 			continue
 		}
-		if !ok || a.Start < t {
-			t, ok = a.Start, true
+		at := a.Start
+		if _, before := faultBefore(h, at); !before && len(h.Faults) > 0 {
+			at = a.End
+		}
+		if !ok || at < t {
+			t, ok = at, true
 		}
 	}
 	return t, ok
 }
 
-// faultBefore returns the last fault that began at or before t.
-func faultBefore(dir string, t int64) (history.Fault, bool) {
-	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
-	if err != nil {
-		return history.Fault{}, false
-	}
+// faultBefore returns the last fault of h that began at or before t.
+func faultBefore(h *history.History, t int64) (history.Fault, bool) {
 	last, ok := history.Fault{}, false
 	for _, f := range h.Faults {
 		if f.Start <= t {
