@@ -73,6 +73,7 @@ func TestRunCells(t *testing.T) {
 		lock    string
 		nemesis string
 		fence   bool
+		params  map[string]string
 		verdict checker.Verdict
 		want    []string // anomaly kinds that must be present
 		absent  []string // anomaly kinds that must not be
@@ -87,12 +88,22 @@ func TestRunCells(t *testing.T) {
 			want: []string{checker.KindStaleWriteRejected}, absent: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
 		{name: "setnx with a crashed holder deadlocks", lock: "redis-setnx", nemesis: "crash-client", verdict: checker.Unsafe,
 			want: []string{checker.KindDeadlock}},
+		// Faults in the gaps between a client's steps.
+		{name: "setnx-expire crashed between SETNX and EXPIRE deadlocks", lock: "redis-setnx-expire", nemesis: "crash-client",
+			params: map[string]string{"crash-at": "after-setnx"}, verdict: checker.Unsafe, want: []string{checker.KindDeadlock}},
+		{name: "get-del paused between GET and DEL releases a foreign lock", lock: "redis-get-del", nemesis: "pause",
+			params: map[string]string{"pause-at": "after-get"}, verdict: checker.Unsafe, want: []string{checker.KindForeignRelease}},
+		{name: "fenced get-del under pause keeps the data safe", lock: "redis-get-del", nemesis: "pause", fence: true, verdict: checker.Safe,
+			absent: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
+		{name: "redlock paused between its check and its write", lock: "redlock", nemesis: "pause",
+			params: map[string]string{"pause-at": "after-check"}, verdict: checker.Unsafe,
+			want: []string{checker.KindDoubleHolder, checker.KindCheckThenAct}, absent: []string{checker.KindUsedAfterValidity}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(100+i))
-			o.Fence = tc.fence
+			o.Fence, o.Params = tc.fence, tc.params
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			r := out.Result
