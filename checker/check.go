@@ -130,7 +130,7 @@ func setSeverities(r *Result) {
 	for i := range r.Anomalies {
 		a := &r.Anomalies[i]
 		switch {
-		case a.Kind == KindStaleWriteRejected:
+		case a.Kind == KindStaleWriteRejected || a.Kind == KindCheckThenAct:
 			a.Severity = SeverityInfo
 		case lockLevel(a.Kind) && r.Fence && !damaged:
 			a.Severity = SeverityContained
@@ -401,6 +401,7 @@ func faultClient(f history.Fault) (int, bool) {
 }
 
 // struck reports whether fault f struck where it could matter:
+//   - a client fault at a fault point inside the client's steps (gap);
 //   - a fault aimed at a client, while that client held the lock (a
 //     lost-reply partition, aimed at the acquire its client sends next:
 //     when that acquire was granted or may have been);
@@ -426,6 +427,13 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 			}
 		}
 		return false
+	}
+	if gap(f) {
+		// The client stopped itself at a fault point, which it reaches
+		// only in the middle of the lock's own steps (its SETNX set the
+		// key, its GET found the key its own, its check passed): where the
+		// fault was aimed, holding or not.
+		return true
 	}
 	if c, ok := faultClient(f); ok {
 		return heldAt(byClient[c], f.Start)

@@ -161,6 +161,12 @@ func deadlockAnomaly(h *history.History, prev *Hold, from, to int64, n int, toEn
 			}
 		}
 	}
+	for _, f := range h.Faults {
+		if f.Name == "crash-client" && gap(f) && f.Start >= from-h.Info.DeadlockMs*1e6 && f.Start <= to {
+			fmt.Fprintf(&sb, " Client %d %s, in an acquire that may have set the key: a key whose holder dies before it can give it a TTL stays forever.", f.Client, faultVerb(f))
+			break
+		}
+	}
 	a.Explanation = sb.String()
 	return a
 }

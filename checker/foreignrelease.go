@@ -53,6 +53,9 @@ func checkForeignRelease(f *facts) (Property, []Anomaly) {
 			a.Explanation = fmt.Sprintf("client %d's release, called at %s, returned ok at %s, but the server deleted the key of owner %s, which no successful acquire in the history carries, instead of %s.",
 				op.Client, at(op.Call), at(op.Return), op.Removed, who)
 		}
+		if s := clientFaultSentence(h, op.Client, op.Call, op.Return); s != "" {
+			a.Explanation += " Meanwhile " + s + "."
+		}
 		out = append(out, a)
 	}
 	p.Count = len(out)

@@ -35,6 +35,9 @@ func faultString(f history.Fault) string {
 	if f.Target != "" {
 		name += " " + f.Target
 	}
+	if gap(f) {
+		name += " at " + f.Point
+	}
 	if f.End == history.Never {
 		return fmt.Sprintf("%s (from %.2fs, never healed)", name, float64(f.Start)/1e9)
 	}
@@ -89,14 +92,37 @@ func faultVerb(f history.Fault) string {
 	if f.End == history.Never {
 		when = fmt.Sprintf("from %.2f s on", float64(f.Start)/1e9)
 	}
-	switch f.Name {
-	case "pause":
+	switch {
+	case f.Name == "pause" && gap(f):
+		return fmt.Sprintf("was paused %s (the %s gap) %s", gapPhrase(f.Point), f.Point, when)
+	case f.Name == "pause":
 		return "was paused " + when
-	case "crash-client":
+	case f.Name == "crash-client" && gap(f):
+		return fmt.Sprintf("crashed %s (the %s gap) at %s", gapPhrase(f.Point), f.Point, at(f.Start))
+	case f.Name == "crash-client":
 		return "was killed at " + at(f.Start)
 	default:
 		return fmt.Sprintf("was hit by %s %s", f.Name, when)
 	}
+}
+
+// gap reports whether the client fault f struck inside the client's own
+// steps (a fault point other than right after the grant).
+func gap(f history.Fault) bool { return f.Point != "" && f.Point != "after-grant" }
+
+// gapPhrase says where a fault point lies, for explanations.
+func gapPhrase(point string) string {
+	switch point {
+	case "after-check":
+		return "between its check that it still held the lock and its write"
+	case "after-get":
+		return "between its GET, which found the key its own, and its delete"
+	case "after-setnx":
+		return "between SETNX and EXPIRE"
+	case "waiting":
+		return "while it waited in a blocking acquire"
+	}
+	return "inside its own steps"
 }
 
 // plural renders "1 double holder" / "2 double holders".

@@ -61,6 +61,9 @@ func checkLostUpdate(f *facts) (Property, []Anomaly, int64) {
 				} else {
 					what += fmt.Sprintf(": the resource held %d less than the client had read.", -n)
 				}
+				if s := clientFaultSentence(h, op.Client, op.Call, op.Return); s != "" {
+					what += " Meanwhile " + s + "."
+				}
 				a.Explanation = what
 				a.Faults = faultsDuring(h, a.Start, a.End)
 				out = append(out, a)

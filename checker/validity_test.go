@@ -69,3 +69,59 @@ func TestUsedAfterValidity(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckThenAct(t *testing.T) {
+	// pauseAt adds a pause of client 1 at point, from start to end (ms).
+	pauseAt := func(b *hb, point string, start, end float64) {
+		b.fault++
+		b.add(start, history.Event{Type: history.FaultStart, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1, Point: point})
+		b.add(end, history.Event{Type: history.FaultEnd, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1})
+	}
+	tests := []struct {
+		name    string
+		build   func(b *hb)
+		kind    string // of the one anomaly
+		explain string
+	}{
+		{name: "paused after its check, while the write was in flight", kind: KindCheckThenAct, build: func(b *hb) {
+			b.acqValid(1, 0, 1, "a", 100)
+			b.use(1, false, 2, 3, history.OK)
+			pauseAt(b, "after-check", 50, 450)
+			b.use(1, true, 49, 450, history.OK)
+			b.acq(2, 200, 201, "b")
+			b.rel(1, 451, 452, "a", history.Fail, "-")
+		}, explain: "client 1 found its lease valid at 50.0 ms (51.0 ms left), was paused between that check and its write (50.0 ms–450.0 ms); client 2 acquired the lock at 201.0 ms; client 1's write landed at 450.0 ms, 0.35 s after its validity ended: the check-then-act gap. No check in the client closes it (a lease can run out between any check and the use it guards); only a fencing token checked by the resource does."},
+		{name: "paused right after the grant: a client bug", kind: KindUsedAfterValidity, build: func(b *hb) {
+			pauseAt(b, "after-grant", 2, 450)
+			b.acqValid(1, 0, 1, "a", 100)
+			b.use(1, true, 451, 452, history.OK)
+			b.rel(1, 453, 454, "a", history.Fail, "-")
+		}},
+		{name: "a pause at after-check of an earlier write does not excuse a later one", kind: KindUsedAfterValidity, build: func(b *hb) {
+			b.acqValid(1, 0, 1, "a", 100)
+			pauseAt(b, "after-check", 10, 20)
+			b.use(1, true, 9, 20, history.OK)
+			b.use(1, true, 400, 401, history.OK)
+			b.rel(1, 453, 454, "a", history.Fail, "-")
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newHB()
+			b.info.ChecksValidity = true
+			tt.build(b)
+			p, as := checkUsedAfterValidity(newFacts(b.build(t)), 5e6)
+			require.Len(t, as, 1)
+			require.Equal(t, tt.kind, as[0].Kind)
+			if tt.kind == KindCheckThenAct {
+				require.Equal(t, Pass, p.Status, "the gap is no client bug")
+				require.Zero(t, p.Count)
+				require.Contains(t, p.Detail, "check-then-act gap")
+				require.Equal(t, tt.explain, as[0].Explanation)
+				return
+			}
+			require.Equal(t, Fail, p.Status)
+			require.Equal(t, 1, p.Count)
+		})
+	}
+}

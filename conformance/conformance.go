@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/protocol"
 )
 
@@ -151,6 +152,7 @@ func Run(argv []string, hello protocol.Hello, deadline time.Duration, stderr io.
 	}
 	expect(r, b, protocol.Request{Op: protocol.OpRelease, Owner: lb.Owner}, deadline, "ok", "")
 	expect(r, a, protocol.Request{Op: "no-such-op"}, deadline, "fail", "")
+	checkPoints(r, a, deadline)
 	for _, c := range []*client{a, b} {
 		expect(r, c, protocol.Request{Op: protocol.OpShutdown}, deadline, "ok", "")
 		select {
@@ -214,12 +216,9 @@ func handshake(r *Report, c *client, d time.Duration) bool {
 
 // expect sends req and checks the reply's form and outcome.
 func expect(r *Report, c *client, req protocol.Request, d time.Duration, outcome, reason string) (protocol.Reply, bool) {
-	c.next++
-	req.ID = c.next
 	step := fmt.Sprintf("%s by client %d", req.Op, c.id)
-	b, _ := json.Marshal(req)
-	if _, err := c.in.Write(append(b, '\n')); err != nil {
-		r.add(false, step, "cannot send the request: %v", err)
+	req, ok := send(r, c, req, step)
+	if !ok {
 		return protocol.Reply{}, false
 	}
 	line, ok := c.line(d)
@@ -227,6 +226,24 @@ func expect(r *Report, c *client, req protocol.Request, d time.Duration, outcome
 		r.add(false, step, "no reply within %s", d)
 		return protocol.Reply{}, false
 	}
+	return checkReply(r, step, req, line, outcome, reason)
+}
+
+// send numbers req and writes it to c; a write that fails is a finding of
+// step.
+func send(r *Report, c *client, req protocol.Request, step string) (protocol.Request, bool) {
+	c.next++
+	req.ID = c.next
+	b, _ := json.Marshal(req)
+	if _, err := c.in.Write(append(b, '\n')); err != nil {
+		r.add(false, step, "cannot send the request: %v", err)
+		return req, false
+	}
+	return req, true
+}
+
+// checkReply checks the form and outcome of line, the answer to req.
+func checkReply(r *Report, step string, req protocol.Request, line, outcome, reason string) (protocol.Reply, bool) {
 	var rep protocol.Reply
 	if err := strictDecode(line, &rep); err != nil {
 		r.add(false, step, "malformed reply %q: %v", clip(line), err)
@@ -280,4 +297,85 @@ func clip(s string) string {
 		return s[:160] + "..."
 	}
 	return s
+}
+
+// checkPoints checks every fault point the client declares in its ready
+// message: asked to stop there (stop_at, stop "pause") on an operation that
+// gets there with no other client about, it must announce the stop (a
+// notice with the request's id and "stopped"), freeze its own process group,
+// and once locktest sends SIGCONT, go on and answer the request as usual.
+// A crash point is the same stop with SIGKILL: only pauses are tried here.
+func checkPoints(r *Report, c *client, d time.Duration) {
+	if c.ready.Lock == nil {
+		return
+	}
+	for _, pt := range c.ready.Lock.Points {
+		step := fmt.Sprintf("fault point %s of client %d", pt.Name, c.id)
+		stop := protocol.Request{Op: pt.Op, StopAt: pt.Name, Stop: protocol.StopPause}
+		switch pt.Op {
+		case protocol.OpAcquire:
+			l, ok := expectStop(r, c, stop, d)
+			if ok {
+				expect(r, c, protocol.Request{Op: protocol.OpRelease, Owner: l.Owner}, d, "ok", "")
+			}
+		case protocol.OpRelease, protocol.OpRead, protocol.OpWrite:
+			l, ok := expect(r, c, protocol.Request{Op: protocol.OpAcquire}, d, "ok", "")
+			if !ok {
+				continue
+			}
+			if pt.Op == protocol.OpRelease {
+				stop.Owner = l.Owner
+				expectStop(r, c, stop, d)
+				continue
+			}
+			if _, ok := expectStop(r, c, stop, d); ok {
+				expect(r, c, protocol.Request{Op: protocol.OpRelease, Owner: l.Owner}, d, "ok", "")
+			}
+		default:
+			r.add(false, step, "op %q: a fault point lies in acquire, release, read or write", pt.Op)
+		}
+	}
+}
+
+// expectStop sends req, which asks the client to stop itself at a point,
+// checks the notice and the stop, resumes the client and checks its answer
+// (ok: nobody else holds the lock).
+func expectStop(r *Report, c *client, req protocol.Request, d time.Duration) (protocol.Reply, bool) {
+	step := fmt.Sprintf("%s by client %d, stopping at %s", req.Op, c.id, req.StopAt)
+	req, ok := send(r, c, req, step)
+	if !ok {
+		return protocol.Reply{}, false
+	}
+	line, ok := c.line(d)
+	if !ok {
+		r.add(false, step, "no notice within %s (the ready message lists the point %s)", d, req.StopAt)
+		return protocol.Reply{}, false
+	}
+	var n protocol.Reply
+	if err := strictDecode(line, &n); err != nil || n.ID != req.ID || n.Stopped != req.StopAt || n.Stop != protocol.StopPause {
+		r.add(false, step, "want the notice {\"id\":%d,\"stopped\":%q,\"stop\":\"pause\"} before the client stops, got %s", req.ID, req.StopAt, clip(line))
+		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGCONT)
+		if n.Stopped == "" && err == nil {
+			return checkReply(r, step, req, line, "ok", "")
+		}
+		return protocol.Reply{}, false
+	}
+	pid := c.cmd.Process.Pid
+	if err := proc.WaitStopped(pid, d); err != nil {
+		r.add(false, step, "announced the stop but did not stop itself (SIGSTOP on its own process group) within %s", d)
+	} else {
+		r.add(true, step, "announced %s and stopped itself", clip(line))
+	}
+	// A client frozen at the point must not answer until it is resumed.
+	if l, ok := c.line(200 * time.Millisecond); ok {
+		r.add(false, step, "answered %s while it should be stopped", clip(l))
+		return protocol.Reply{}, false
+	}
+	_ = syscall.Kill(-pid, syscall.SIGCONT)
+	line, ok = c.line(d)
+	if !ok {
+		r.add(false, step, "no answer within %s after SIGCONT", d)
+		return protocol.Reply{}, false
+	}
+	return checkReply(r, step+", resumed", req, line, "ok", "")
 }

@@ -58,6 +58,29 @@ func TestRedisPyAdapterConforms(t *testing.T) {
 	require.GreaterOrEqual(t, len(rep.Findings), 10)
 }
 
+// With --owned the example declares its after-check point: conformance asks
+// it to stop there, sees the notice and the stop, resumes it and gets its
+// answer.
+func TestRedisPyOwnedStopsAtItsPoint(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3-redis missing under CI")
+		}
+		t.Skip("apt-get install -y python3-redis")
+	}
+	cl := redis(t)
+	rep := Run([]string{"/usr/bin/python3", example(t, "redis-py/client.py"), "--owned"}, hello(cl), 5*time.Second, io.Discard)
+	stopped := 0
+	for _, f := range rep.Findings {
+		t.Logf("%v %s: %s", f.OK, f.Step, f.Detail)
+		if f.OK && strings.Contains(f.Step, "stopping at after-check") && strings.Contains(f.Detail, "stopped itself") {
+			stopped++
+		}
+	}
+	require.Zero(t, rep.Violations)
+	require.Equal(t, 1, stopped, "the after-check point was tried")
+}
+
 func TestBrokenClientsAreReported(t *testing.T) {
 	cl := redis(t)
 	cases := []struct {

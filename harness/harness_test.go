@@ -73,6 +73,7 @@ func TestRunCells(t *testing.T) {
 		lock    string
 		nemesis string
 		fence   bool
+		params  map[string]string
 		verdict checker.Verdict
 		want    []string // anomaly kinds that must be present
 		absent  []string // anomaly kinds that must not be
@@ -87,12 +88,22 @@ func TestRunCells(t *testing.T) {
 			want: []string{checker.KindStaleWriteRejected}, absent: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
 		{name: "setnx with a crashed holder deadlocks", lock: "redis-setnx", nemesis: "crash-client", verdict: checker.Unsafe,
 			want: []string{checker.KindDeadlock}},
+		// Faults in the gaps between a client's steps.
+		{name: "setnx-expire crashed between SETNX and EXPIRE deadlocks", lock: "redis-setnx-expire", nemesis: "crash-client",
+			params: map[string]string{"crash-at": "after-setnx"}, verdict: checker.Unsafe, want: []string{checker.KindDeadlock}},
+		{name: "get-del paused between GET and DEL releases a foreign lock", lock: "redis-get-del", nemesis: "pause",
+			params: map[string]string{"pause-at": "after-get"}, verdict: checker.Unsafe, want: []string{checker.KindForeignRelease}},
+		{name: "fenced get-del under pause keeps the data safe", lock: "redis-get-del", nemesis: "pause", fence: true, verdict: checker.Safe,
+			absent: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
+		{name: "redlock paused between its check and its write", lock: "redlock", nemesis: "pause",
+			params: map[string]string{"pause-at": "after-check"}, verdict: checker.Unsafe,
+			want: []string{checker.KindDoubleHolder, checker.KindCheckThenAct}, absent: []string{checker.KindUsedAfterValidity}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(100+i))
-			o.Fence = tc.fence
+			o.Fence, o.Params = tc.fence, tc.params
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			r := out.Result
@@ -210,6 +221,14 @@ func TestValidate(t *testing.T) {
 		{"param typo", func(o *Options) { o.Params = map[string]string{"wait_timout": "5"} }, "unknown --param wait_timout (known: pause, "},
 		{"param of another topology", func(o *Options) { o.Params = map[string]string{"wait_timeout": "5"} }, "--param wait_timeout applies to mysql, mysql-replicated, not to lock redis-lua on topology redis"},
 		{"param of a fault not injected", func(o *Options) { o.Params = map[string]string{"pause": "0.1..0.3"} }, "--param pause sets the pause fault, which this run does not inject"},
+		// Fault points: the scheme's own, or after-grant.
+		{"pause-at without pause", func(o *Options) { o.Params = map[string]string{"pause-at": "after-grant"} }, "--param pause-at aims the pause fault, which this run does not inject"},
+		{"pause-at a point the scheme lacks", func(o *Options) {
+			o.Nemesis, o.Params = "pause", map[string]string{"pause-at": "after-check"}
+		}, `--param pause-at=after-check: lock redis-lua has no fault point "after-check" (it has: after-grant)`},
+		{"crash-at a point of another scheme", func(o *Options) {
+			o.Lock, o.Nemesis, o.Params = "redis-get-del", "crash-client", map[string]string{"crash-at": "after-setnx"}
+		}, `lock redis-get-del has no fault point "after-setnx" (it has: after-grant, after-get)`},
 		// Values are checked before any server starts, in MariaDB's range.
 		{"lock_wait not whole", func(o *Options) {
 			o.Lock, o.Params = "mysql-get-lock", map[string]string{"lock_wait": "2.5"}
@@ -305,4 +324,27 @@ func TestFaultSizing(t *testing.T) {
 	require.Greater(t, sz.TTL, sz.Hold.Max)
 	_, ok = FaultSizing("local", "redis-sentinel", []string{"pause"})
 	require.False(t, ok)
+}
+
+// The fault points a scheme declares, after-grant, and with --wait the
+// waiter point are accepted.
+func TestValidatePointsAccepted(t *testing.T) {
+	cases := []struct {
+		lock, nemesis, key, value string
+		wait                      bool
+	}{
+		{"redlock", "pause", "pause-at", "after-check", false},
+		{"redis-get-del", "pause", "pause-at", "after-grant,after-get", false},
+		{"redis-setnx-expire", "crash-client", "crash-at", "after-setnx", false},
+		{"redis-lua", "pause", "pause-at", "waiting", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.lock+"/"+tc.value, func(t *testing.T) {
+			o := baseOptions(t, tc.lock, tc.nemesis, 1)
+			o.Params = map[string]string{tc.key: tc.value}
+			o.Wait = tc.wait
+			_, err := o.Validate()
+			require.NoError(t, err)
+		})
+	}
 }

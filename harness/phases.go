@@ -359,7 +359,8 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 			stopNow()
 		}
 	})
-	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params}
+	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
+		Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
 	nemErr := make(chan error, 1)
 	go func() {
 		err := nemesis.RunAll(stop, env, r.plan.Nemeses)

@@ -216,7 +216,38 @@ func (o *Options) Validate() (Plan, error) {
 	if err := o.validateParams(s, p.Topology, names); err != nil {
 		return Plan{}, err
 	}
+	if err := o.validatePoints(s); err != nil {
+		return Plan{}, err
+	}
 	return p, nil
+}
+
+// validatePoints checks --param pause-at and crash-at: known points of the
+// scheme, or after-grant. A --client-cmd run's points are the program's,
+// known only once it runs: a point it does not declare is never struck.
+func (o *Options) validatePoints(s locks.Scheme) error {
+	for _, key := range []string{"pause-at", "crash-at"} {
+		points, err := nemesis.ParsePoints(o.Params[key])
+		if err != nil {
+			return usage("--param %s: %v", key, err)
+		}
+		if o.ClientCmd != "" {
+			continue
+		}
+		known := []string{locks.PointAfterGrant}
+		if o.Wait {
+			known = append(known, locks.PointWaiting)
+		}
+		for _, p := range s.Points {
+			known = append(known, p.Name)
+		}
+		for _, p := range points {
+			if !slices.Contains(known, p) {
+				return usage("--param %s=%s: lock %s has no fault point %q (it has: %s)", key, o.Params[key], s.Name, p, strings.Join(known, ", "))
+			}
+		}
+	}
+	return nil
 }
 
 // Sizing is what a fault needs of the workload to be able to matter on a
@@ -279,7 +310,12 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 			return UsageError{err}
 		case applies:
 		case isFault:
-			return usage("--param %s sets the %s fault, which this run does not inject (--nemesis %s)", k, k, strings.Join(nemeses, ","))
+			f, _ := nemesis.ParamFault(k)
+			verb := "sets"
+			if f != k {
+				verb = "aims"
+			}
+			return usage("--param %s %s the %s fault, which this run does not inject (--nemesis %s)", k, verb, f, strings.Join(nemeses, ","))
 		case o.ClientCmd != "":
 		case !known:
 			return usage("unknown --param %s (known: %s)", k, strings.Join(matrix.ParamNames(), ", "))

@@ -128,8 +128,14 @@ type Event struct {
 	Fault   string `json:"fault,omitempty"`    // fault name for FaultStart/FaultEnd
 	FaultID int64  `json:"fault_id,omitempty"` // pairs a fault's start and end
 	Target  string `json:"target,omitempty"`   // what the fault hit, e.g. "client 3", "redis-1"
-	PID     int    `json:"pid,omitempty"`      // ClientStart: OS pid of the client process
-	Detail  string `json:"detail,omitempty"`   // free text
+	// Point, for a client fault (FaultStart), is the fault point inside
+	// the client's steps where it struck: "after-grant" (the controller
+	// froze or killed the client right after its acquire answered ok), or
+	// one the client stopped itself at ("after-check", "after-setnx",
+	// "after-get"); empty in histories from before points existed.
+	Point  string `json:"point,omitempty"`
+	PID    int    `json:"pid,omitempty"`    // ClientStart: OS pid of the client process
+	Detail string `json:"detail,omitempty"` // free text
 
 	Info *RunInfo `json:"info,omitempty"` // Run header only
 }

@@ -59,7 +59,8 @@ type Fault struct {
 	ID     int64
 	Name   string
 	Target string
-	Client int // the client process it hit; 0 for a server fault
+	Client int    // the client process it hit; 0 for a server fault
+	Point  string // the fault point inside the client's steps (Event.Point)
 	Detail string
 	Start  int64
 	End    int64 // Never when it was never healed in the history
@@ -193,7 +194,7 @@ func FromEvents(events []Event) (*History, error) {
 			o.Error = e.Error
 		case FaultStart:
 			faults[e.FaultID] = len(h.Faults)
-			h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Detail: e.Detail, Start: e.Time, End: Never})
+			h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Point: e.Point, Detail: e.Detail, Start: e.Time, End: Never})
 		case FaultEnd:
 			if i, ok := faults[e.FaultID]; ok && h.Faults[i].End == Never {
 				h.Faults[i].End = e.Time

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/protocol"
 )
 
 // Lease is what a successful acquire hands the client.
@@ -112,7 +113,11 @@ type Scheme struct {
 	// ReadWrite: the lock has shared (read) and exclusive (write) holders
 	// (a ModeLock); the workload mixes readers and writers.
 	ReadWrite bool
-	New       func(Config) (Lock, error)
+	// Points are the fault points inside the client's own steps (the
+	// gaps of its check-then-act), where the built-in worker can stop
+	// itself when a request asks it to (protocol.Request.StopAt).
+	Points []protocol.Point
+	New    func(Config) (Lock, error)
 }
 
 // Schemes is the registry of every scheme, in the order `locktest list`
@@ -120,15 +125,17 @@ type Scheme struct {
 var Schemes = []Scheme{
 	{Name: "redis-setnx", Topology: "redis", Traits: history.Traits{Fencing: true}, New: newSetNX,
 		Summary: "SETNX key id, no TTL; release DEL. A crashed holder keeps the lock forever."},
-	{Name: "redis-setnx-expire", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newSetNXExpire,
+	{Name: "redis-setnx-expire", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newSetNXExpire, Points: []protocol.Point{afterSetNX},
 		Summary: "SETNX then EXPIRE in two round trips; release DEL. A crash between them leaves a lock with no TTL."},
 	{Name: "redis-del", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newDel,
 		Summary: "SET key id NX PX ttl; release plain DEL with no owner check: can delete another client's lock."},
+	{Name: "redis-get-del", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newGetDel, Points: []protocol.Point{afterGet},
+		Summary: "SET key id NX PX ttl; release GET, compare the owner in the client, then DEL (as GETDEL): not atomic, a pause between them deletes the next holder's lock."},
 	{Name: "redis-lua", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newLua,
 		Summary: "SET key id NX PX ttl; release Lua compare-and-delete. The textbook single-instance lock."},
 	{Name: "redis-lua-lenient", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newLuaLenient,
 		Summary: "SET NX PX; release Lua that returns 1 when the key is not ours, reporting an expired lease as released."},
-	{Name: "redlock", Topology: "redis5", Traits: history.Traits{Lease: true, ChecksValidity: true}, New: newRedlock,
+	{Name: "redlock", Topology: "redis5", Traits: history.Traits{Lease: true, ChecksValidity: true}, New: newRedlock, Points: []protocol.Point{afterCheck},
 		Summary: "Redlock over 5 independent masters: majority of SET NX PX within the TTL, validity = TTL - elapsed - drift; no fencing token."},
 	{Name: "redisson", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true, Reentrant: true, Renews: true}, New: newRedisson,
 		Summary: "Redisson's RLock: hash {uuid:thread: count} by HINCRBY + PEXPIRE in Lua, reentrant; a watchdog renews the lease every TTL/3; unlock publishes, --wait wakes on it."},
@@ -146,7 +153,7 @@ var Schemes = []Scheme{
 		Summary: "GET_LOCK(name, 0) on a pinned connection; release RELEASE_LOCK. The lock lives and dies with the session."},
 	{Name: "zk", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, Reentrant: true, Renews: true, Session: true}, New: newZKMutex,
 		Summary: "Curator InterProcessMutex on ZooKeeper: protected EPHEMERAL_SEQUENTIAL node, lowest sequence holds, waiters watch their predecessor; reentrant. The node dies with the session (timeout = --ttl), but the client keeps believing. Token: the node's sequence number."},
-	{Name: "zk-strict", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, ChecksValidity: true, Reentrant: true, Renews: true, Session: true}, New: newZKStrict,
+	{Name: "zk-strict", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, ChecksValidity: true, Reentrant: true, Renews: true, Session: true}, New: newZKStrict, Points: []protocol.Point{afterCheck},
 		Summary: "zk, but a connection loss (SUSPENDED), an expired session or 2/3 of the session timeout without word from the server counts as lock lost: the client stops using the resource (Curator tech note)."},
 	{Name: "zk-semaphore", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, Renews: true, Session: true}, New: newZKSemaphore,
 		Summary: "Curator InterProcessSemaphoreMutex: a one-lease semaphore (an internal mutex serializes the lease count); not reentrant."},

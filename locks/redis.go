@@ -177,6 +177,7 @@ func (s setnxExpire) Acquire(ctx context.Context) (Lease, error) {
 	if err != nil {
 		return Lease{}, err
 	}
+	Gap(ctx, PointAfterSetNX)
 	ectx, cancel := s.ctx(ctx)
 	defer cancel()
 	if err := s.rdb.PExpire(ectx, s.cfg.Key, s.cfg.TTL).Err(); err != nil {
@@ -209,6 +210,35 @@ func (s del) Acquire(ctx context.Context) (Lease, error) {
 }
 
 func (s del) Release(ctx context.Context, _ Lease) (ReleaseResult, error) {
+	return s.plainDelete(ctx)
+}
+
+// getDel: SET NX PX; release GET, compare the owner in the client, then
+// delete (seed 001's "check, then delete": not atomic, the reason the
+// textbook moves the compare into Lua). The delete is issued as GETDEL, as
+// plainDelete's, so the server says whose key went.
+type getDel struct{ del }
+
+func newGetDel(c Config) (Lock, error) {
+	b, err := newRedisBase(c)
+	return getDel{del{b}}, err
+}
+
+func (s getDel) Release(ctx context.Context, l Lease) (ReleaseResult, error) {
+	gctx, cancel := s.ctx(ctx)
+	v, err := s.rdb.Get(gctx, s.cfg.Key).Result()
+	cancel()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return ReleaseResult{Removed: "-"}, ErrNotOwner
+	case err != nil:
+		// GET changes nothing: whatever became of it, nothing was deleted.
+		return ReleaseResult{Removed: "-"}, fmt.Errorf("release: %w: GET: %w", ErrRejected, err)
+	case v != l.Owner:
+		return ReleaseResult{Removed: "-"}, ErrNotOwner
+	}
+	Gap(ctx, PointAfterGet)
+	// Ours a moment ago: delete, whatever the key holds by now.
 	return s.plainDelete(ctx)
 }
 

@@ -239,8 +239,8 @@ func joinBackends(bs []clusters.BackendName) string {
 // --param key, and whether a run of scheme on topology with faults
 // reads it; for_ names the faults, schemes or topologies that do.
 func KnownParam(key, scheme, topology string, faults []string) (known, applies bool, for_ string) {
-	if slices.Contains(nemesis.ParamNames(), key) {
-		return true, slices.Contains(faults, key), "the " + key + " fault"
+	if f, ok := nemesis.ParamFault(key); ok {
+		return true, slices.Contains(faults, f), "the " + f + " fault"
 	}
 	i := slices.IndexFunc(recipe.Params, func(p recipe.Param) bool { return p.Name == key })
 	if i < 0 {

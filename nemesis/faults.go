@@ -13,6 +13,8 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/protocol"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -45,86 +47,313 @@ func ParsePause(s string) (lo, hi float64, err error) {
 }
 
 func (*pause) Run(ctx context.Context, env *Env) error {
-	r := rng(env, "pause")
 	lo, hi, err := ParsePause(env.Params["pause"])
 	if err != nil {
 		return err
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	busy, closed := false, false
-	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
-	env.Workload.OnAcquire(func(p *workloads.Process) {
-		mu.Lock()
-		if closed || busy || time.Now().Before(next) {
-			mu.Unlock()
-			return
-		}
-		d := scaled(r, env.TTL, lo, hi)
-		cool := scaled(r, env.TTL, 0.5, 1.5)
-		busy = true
-		// Added under the lock that Run takes before it waits: a pause
-		// begun here is always healed before Run returns.
-		wg.Add(1)
-		mu.Unlock()
-		if err := p.Pause(); err != nil {
-			mu.Lock()
-			busy = false
-			mu.Unlock()
-			wg.Done()
-			return
-		}
-		end := fault(env, "pause", fmt.Sprintf("client %d", p.ID), p.ID, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
-		go func() {
-			defer wg.Done()
-			detail := "SIGCONT"
-			if !sleepCtx(ctx, d) {
-				detail = "SIGCONT (run ending)"
-			}
-			_ = p.Resume()
-			end(detail)
-			mu.Lock()
-			busy = false
-			next = time.Now().Add(cool)
-			mu.Unlock()
-		}()
-	})
-	<-ctx.Done()
-	mu.Lock()
-	closed = true
-	mu.Unlock()
-	wg.Wait()
-	return nil
+	at, err := ParsePoints(env.Params["pause-at"])
+	if err != nil {
+		return err
+	}
+	f := &clientFault{env: env, ctx: ctx, r: rng(env, "pause"), name: "pause", at: at, lo: lo, hi: hi}
+	return f.run()
 }
 
-// crashClient kills the lock holder right after it acquires.
+// crashClient kills the lock holder right after it acquires, or makes a
+// client crash itself at one of its fault points.
 type crashClient struct{}
 
 func (*crashClient) Name() string { return "crash-client" }
 
 func (*crashClient) Run(ctx context.Context, env *Env) error {
-	r := rng(env, "crash-client")
-	var mu sync.Mutex
-	closed := false
-	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
-	env.Workload.OnAcquire(func(p *workloads.Process) {
-		// The whole fault runs under the lock Run takes before it
-		// returns: no crash starts after Run returned.
-		mu.Lock()
-		defer mu.Unlock()
-		if closed || time.Now().Before(next) {
-			return
+	at, err := ParsePoints(env.Params["crash-at"])
+	if err != nil {
+		return err
+	}
+	f := &clientFault{env: env, ctx: ctx, r: rng(env, "crash-client"), name: "crash-client", crash: true, at: at}
+	return f.run()
+}
+
+// ParsePoints reads a pause-at or crash-at param: a comma-separated list of
+// fault points (locks.PointAfterGrant, or points the clients declare); nil
+// when empty (every point the clients have, and after-grant).
+func ParsePoints(s string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
 		}
-		next = time.Now().Add(scaled(r, env.TTL, 2, 4))
-		end := fault(env, "crash-client", fmt.Sprintf("client %d", p.ID), p.ID, "SIGKILL while holding the lock")
+		if slices.Contains(out, p) {
+			return nil, fmt.Errorf("point %q given twice", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// clientFault is a fault on one client at a time (pause, crash-client),
+// aimed at a fault point: right after a grant (the controller stops or
+// kills the holder as its acquire answers ok) or a gap inside the client's
+// own steps, where the client stops itself when the request asks it to
+// (workloads.Stopper). The point of each fault is drawn by the seed, in
+// rounds: every round strikes each point once, in a seeded order, so a
+// short run strikes every gap as well as the grant.
+type clientFault struct {
+	env    *Env
+	ctx    context.Context
+	r      *rand.Rand
+	name   string
+	crash  bool
+	at     []string // the points to strike (--param pause-at / crash-at); nil: all
+	lo, hi float64  // pause lengths, multiples of the TTL
+
+	mu           sync.Mutex
+	wg           sync.WaitGroup
+	busy, closed bool
+	next         time.Time
+	round        []string // the points still to strike in this round, next first
+	misses       int      // requests in a row that never reached the point wanted
+}
+
+func (f *clientFault) run() error {
+	f.next = time.Now().Add(between(f.r, 500*time.Millisecond, time.Second))
+	f.env.Workload.OnAcquire(f.afterGrant)
+	f.env.Workload.AddStopper(f)
+	if f.env.Wait && !f.crash {
+		f.env.Workload.OnInvoke(f.waiting)
+	}
+	<-f.ctx.Done()
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.wg.Wait()
+	return nil
+}
+
+// want returns the point the next fault strikes (under f.mu), drawing a
+// new round when the last one is done.
+func (f *clientFault) want(p *workloads.Process) string {
+	if len(f.round) == 0 {
+		points := f.at
+		if points == nil {
+			points = []string{locks.PointAfterGrant}
+			if f.env.Wait && !f.crash {
+				points = append(points, locks.PointWaiting)
+			}
+			how := protocol.StopPause
+			if f.crash {
+				how = protocol.StopCrash
+			}
+			for _, pt := range p.Points() {
+				// By default only where this kind of stop can hurt.
+				if len(pt.Stops) == 0 || slices.Contains(pt.Stops, how) {
+					points = append(points, pt.Name)
+				}
+			}
+		}
+		for _, i := range f.r.Perm(len(points)) {
+			f.round = append(f.round, points[i])
+		}
+	}
+	return f.round[0]
+}
+
+// ready reports whether a fault may strike now (under f.mu).
+func (f *clientFault) ready() bool {
+	return !f.closed && !f.busy && !time.Now().Before(f.next)
+}
+
+// afterGrant strikes the holder right after its acquire answered ok.
+func (f *clientFault) afterGrant(p *workloads.Process) {
+	f.mu.Lock()
+	if !f.ready() || f.want(p) != locks.PointAfterGrant {
+		f.mu.Unlock()
+		return
+	}
+	if f.crash {
+		// The whole crash runs under the lock run takes before it
+		// returns: no crash starts after run returned.
+		defer f.mu.Unlock()
+		end := faultAt(f.env, f.name, p.ID, locks.PointAfterGrant, "SIGKILL while holding the lock")
 		p.Kill()
 		end("process gone")
-	})
-	<-ctx.Done()
-	mu.Lock()
-	closed = true
-	mu.Unlock()
-	return nil
+		f.struckLocked()
+		return
+	}
+	f.busy = true
+	// Added under the lock that run takes before it waits: a pause begun
+	// here is always healed before run returns.
+	f.wg.Add(1)
+	f.mu.Unlock()
+	if err := p.Pause(); err != nil {
+		f.standDown()
+		return
+	}
+	d := scaled(f.r, f.env.TTL, f.lo, f.hi)
+	end := faultAt(f.env, f.name, p.ID, locks.PointAfterGrant, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
+	go f.hold(p, d, end)
+}
+
+// waitingGrace is how long an acquire must have waited before a waiter
+// fault freezes its client: long enough that it is blocked (a blocking
+// acquire's retry, a watch on its predecessor), not on its first try.
+const waitingGrace = 150 * time.Millisecond
+
+// waiting strikes a waiter: a client whose blocking acquire (--wait) is
+// sent while another client holds the lock, still waiting waitingGrace
+// later, is frozen for the fault's length (its session or lease runs out
+// while it waits; a recipe that does not look again hands it the lock).
+func (f *clientFault) waiting(p *workloads.Process, op history.Op) {
+	if op != history.Acquire {
+		return
+	}
+	f.mu.Lock()
+	if !f.ready() || f.want(p) != locks.PointWaiting || f.env.Workload.Holders() == 0 {
+		f.mu.Unlock()
+		return
+	}
+	f.busy = true
+	f.wg.Add(1)
+	f.mu.Unlock()
+	// The request is sent right after this hook: its id is the next.
+	id := p.LastRequest() + 1
+	go func() {
+		// Granted or refused at once: not a waiter.
+		if !sleepCtx(f.ctx, waitingGrace) || p.InFlight() != id || p.Pause() != nil {
+			f.standDown()
+			return
+		}
+		d := scaled(f.r, f.env.TTL, f.lo, f.hi)
+		end := faultAt(f.env, f.name, p.ID, locks.PointWaiting, fmt.Sprintf("SIGSTOP of a waiter for %s", d.Round(time.Millisecond)))
+		f.hold(p, d, end)
+	}()
+}
+
+// Arm implements workloads.Stopper: it asks for a stop at the point this
+// fault wants next, when that point lies in op.
+func (f *clientFault) Arm(p *workloads.Process, op history.Op) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ready() {
+		return "", false
+	}
+	want := f.want(p)
+	for _, pt := range p.Points() {
+		if pt.Name == want && pt.Op == string(op) {
+			f.busy = true
+			return want, f.crash
+		}
+	}
+	return "", false
+}
+
+// Missed implements workloads.Stopper: the client never got to the point
+// (its check failed, its SETNX was refused): the next request may.
+func (f *clientFault) Missed(_ *workloads.Process, point string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.busy = false
+	f.misses++
+	if f.misses >= maxMisses && len(f.round) > 0 && f.round[0] == point {
+		// A point the clients never reach (a check that always fails)
+		// must not hold the other points back: on to the next.
+		note(f.env, fmt.Sprintf("%s skipped %s: %d requests asked to stop there never reached it", f.name, point, f.misses))
+		f.round, f.misses = f.round[1:], 0
+	}
+}
+
+// maxMisses is how many requests in a row may miss the point a client
+// fault wants before it moves on to the next point of its round.
+const maxMisses = 10
+
+// Stopped implements workloads.Stopper: the client stopped itself at
+// point. A paused one is resumed after the fault's length (at once when
+// the run is ending); a crashed one's fault ends when its process is gone.
+func (f *clientFault) Stopped(p *workloads.Process, point string, crash bool) {
+	f.mu.Lock()
+	closed := f.closed
+	if !closed {
+		f.wg.Add(1)
+	}
+	f.mu.Unlock()
+	if crash {
+		end := faultAt(f.env, f.name, p.ID, point, fmt.Sprintf("crashed itself at %s (SIGKILL)", point))
+		wait := func() {
+			select {
+			case <-p.Exited():
+				end("process gone")
+			case <-time.After(5 * time.Second):
+				p.Kill()
+				end("process gone (killed after 5 s)")
+			}
+		}
+		if closed {
+			wait()
+			return
+		}
+		go func() {
+			wait()
+			f.struck()
+			f.wg.Done()
+		}()
+		return
+	}
+	// It announced the stop just before raising SIGSTOP: the fault
+	// begins once it is frozen.
+	_ = p.WaitStopped(time.Second)
+	d := scaled(f.r, f.env.TTL, f.lo, f.hi)
+	end := faultAt(f.env, f.name, p.ID, point, fmt.Sprintf("stopped itself at %s (SIGSTOP) for %s", point, d.Round(time.Millisecond)))
+	if closed {
+		_ = p.Resume()
+		end("SIGCONT (run ending)")
+		return
+	}
+	go f.hold(p, d, end)
+}
+
+// standDown ends a fault that struck nothing (the client could not be
+// frozen, or was no waiter after all): the next one may strike at once.
+func (f *clientFault) standDown() {
+	f.mu.Lock()
+	f.busy = false
+	f.mu.Unlock()
+	f.wg.Done()
+}
+
+// hold keeps p frozen for d (less when the run ends), then resumes it and
+// ends the fault.
+func (f *clientFault) hold(p *workloads.Process, d time.Duration, end func(string)) {
+	defer f.wg.Done()
+	detail := "SIGCONT"
+	if !sleepCtx(f.ctx, d) {
+		detail = "SIGCONT (run ending)"
+	}
+	_ = p.Resume()
+	end(detail)
+	f.struck()
+}
+
+// struck ends a fault that struck: the next point of the round is next,
+// after a cool-down.
+func (f *clientFault) struck() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.struckLocked()
+}
+
+// struckLocked is struck under f.mu.
+func (f *clientFault) struckLocked() {
+	f.misses = 0
+	if len(f.round) > 0 {
+		f.round = f.round[1:]
+	}
+	f.busy = false
+	if f.crash {
+		f.next = time.Now().Add(scaled(f.r, f.env.TTL, 2, 4))
+	} else {
+		f.next = time.Now().Add(scaled(f.r, f.env.TTL, 0.5, 1.5))
+	}
 }
 
 // pauseServer freezes a server for a while. Server faults never act on one

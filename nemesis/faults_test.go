@@ -86,3 +86,27 @@ func TestRunAllStopsAtTheFirstError(t *testing.T) {
 	require.ErrorContains(t, err, "nemesis failing: broken")
 	require.Less(t, time.Since(start), 5*time.Second)
 }
+
+func TestParsePoints(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []string
+		wantErr bool
+	}{
+		{in: "", want: nil},
+		{in: "after-check", want: []string{"after-check"}},
+		{in: " after-grant , after-check ", want: []string{"after-grant", "after-check"}},
+		{in: "after-check,after-check", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParsePoints(tt.in)
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -29,6 +29,9 @@ type Env struct {
 	Seed     int64
 	Net      *netns.Net        // the run's network; nil when it has none
 	Params   map[string]string // --param settings (e.g. partition=isolate-holder)
+	// Wait: the clients acquire with a blocking acquire (--wait), so a
+	// client fault can also strike a waiter (locks.PointWaiting).
+	Wait bool
 
 	faultIDs atomic.Int64
 
@@ -191,6 +194,10 @@ type Info struct {
 	Needs Needs
 	// Param is the --param it takes (named after it), nil for none.
 	Param *Param
+	// Aim is the --param key that aims the fault at fault points in the
+	// clients' steps (locks.Point: pause-at, crash-at), "" for none; its
+	// value is a list of points (ParsePoints).
+	Aim string
 }
 
 // NeedsWith is what the fault needs with the --param settings params.
@@ -207,9 +214,28 @@ func (i Info) NeedsWith(params map[string]string) Needs {
 // Lookup returns the declaration of the fault named name.
 func Lookup(name string) (Info, bool) { return lookup(name) }
 
-// CheckParam validates the value of the --param of fault name; ok false
-// when no fault takes a --param of that name.
+// ParamFault returns the fault that reads the --param key: its own
+// (named after it) or its aim (pause-at, crash-at); ok false for none.
+func ParamFault(key string) (fault string, ok bool) {
+	for _, i := range All {
+		if (i.Name == key && i.Param != nil) || (i.Aim != "" && i.Aim == key) {
+			return i.Name, true
+		}
+	}
+	return "", false
+}
+
+// CheckParam validates the value of the --param key a fault reads (its
+// own, or its aim); ok false when no fault reads a --param of that name.
 func CheckParam(name, value string) (ok bool, err error) {
+	for _, i := range All {
+		if i.Aim != "" && i.Aim == name {
+			if _, err := ParsePoints(value); err != nil {
+				return true, fmt.Errorf("--param %s: %w", name, err)
+			}
+			return true, nil
+		}
+	}
 	info, found := lookup(name)
 	if !found || info.Param == nil {
 		return false, nil
@@ -220,12 +246,16 @@ func CheckParam(name, value string) (ok bool, err error) {
 	return true, info.Param.Check(value)
 }
 
-// ParamNames lists the faults that take a --param, in registry order.
+// ParamNames lists the --param keys the faults read, in registry order:
+// each fault's own (named after it), then its aim.
 func ParamNames() []string {
 	var out []string
 	for _, i := range All {
 		if i.Param != nil {
 			out = append(out, i.Name)
+		}
+		if i.Aim != "" {
+			out = append(out, i.Aim)
 		}
 	}
 	return out
@@ -233,16 +263,16 @@ func ParamNames() []string {
 
 // All is the registry of nemeses, in the order `locktest list` shows them.
 var All = []Info{
-	{"none", "no fault: the baseline every scheme must pass", nil, Needs{}, nil},
-	{"pause", "SIGSTOP the client that holds the lock right after it acquires, for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC", func() Nemesis { return &pause{} }, Needs{}, &Param{Check: checkPause}},
-	{"pause-server", "freeze a server right after a grant, for 0.5-2x the TTL (SIGSTOP, then SIGCONT; docker pause and unpause on containers) (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }, Needs{}, &Param{}},
-	{"kill", "right after a grant, kill -9 a server (Redlock: just enough of those that granted the lease) and restart it after 0.3-1 s (Redis comes back empty: its locks are lost; MariaDB recovers its rows but not its sessions; ZooKeeper and etcd members restart with their data); --param kill=leader kills the leader of zk3/etcd3", func() Nemesis { return &killServer{} }, Needs{}, &Param{}},
-	{"crash-client", "kill -9 the client that holds the lock right after it acquires; a fresh client takes its place", func() Nemesis { return &crashClient{} }, Needs{}, nil},
-	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime); --param clock=back (or forward,back) jumps back instead: leases outlive their TTL until the clock is set right, which is a forward jump", func() Nemesis { return &clock{} }, Needs{ClockShim: true}, &Param{Check: checkClock}},
-	{"clock-client", "turn the holder's own clock back by 1-3x the TTL right after it acquires (matters for clients that check their lease validity)", func() Nemesis { return &clockClient{} }, Needs{OwnClock: true}, nil},
-	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }, Needs{Net: true}, &Param{Check: checkShapes}},
+	{"none", "no fault: the baseline every scheme must pass", nil, Needs{}, nil, ""},
+	{"pause", "SIGSTOP a client for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC; it strikes right after a grant and at the scheme's own gaps (after-check, after-get; with --wait a waiter), drawn by the seed (--param pause-at=POINT,... to choose)", func() Nemesis { return &pause{} }, Needs{}, &Param{Check: checkPause}, "pause-at"},
+	{"pause-server", "freeze a server right after a grant, for 0.5-2x the TTL (SIGSTOP, then SIGCONT; docker pause and unpause on containers) (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }, Needs{}, &Param{}, ""},
+	{"kill", "right after a grant, kill -9 a server (Redlock: just enough of those that granted the lease) and restart it after 0.3-1 s (Redis comes back empty: its locks are lost; MariaDB recovers its rows but not its sessions; ZooKeeper and etcd members restart with their data); --param kill=leader kills the leader of zk3/etcd3", func() Nemesis { return &killServer{} }, Needs{}, &Param{}, ""},
+	{"crash-client", "kill -9 the client that holds the lock right after it acquires, or let a client crash itself at its scheme's gap (after-setnx), drawn by the seed (--param crash-at=POINT,... to choose); a fresh client takes its place", func() Nemesis { return &crashClient{} }, Needs{}, nil, "crash-at"},
+	{"clock", "jump the wall clock of just enough of the servers that granted the current lease for another client to win, by 1-3x the TTL, right after the grant; back after 1.5-3x the TTL (needs libfaketime); --param clock=back (or forward,back) jumps back instead: leases outlive their TTL until the clock is set right, which is a forward jump", func() Nemesis { return &clock{} }, Needs{ClockShim: true}, &Param{Check: checkClock}, ""},
+	{"clock-client", "turn the holder's own clock back by 1-3x the TTL right after it acquires (matters for clients that check their lease validity)", func() Nemesis { return &clockClient{} }, Needs{OwnClock: true}, nil, ""},
+	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }, Needs{Net: true}, &Param{Check: checkShapes}, ""},
 	{"failover", "kill -9 the primary right after a grant and promote its replica (Sentinel does, or the harness as an operator would); the old primary rejoins as a replica 1-2 s later (replicated topologies: redis-sentinel, --topology mysql-replicated); --param failover=isolate on redis-sentinel cuts the master off the network instead (needs root) and heals it 1-2 s later: it comes back with its stale data until Sentinel demotes it", func() Nemesis { return &failover{} }, Needs{Failover: true}, &Param{Check: checkFailover,
-		Adds: map[string]Needs{FailoverIsolate: {Net: true, IsolatesPrimary: true, Setting: "failover=" + FailoverIsolate}}}},
+		Adds: map[string]Needs{FailoverIsolate: {Net: true, IsolatesPrimary: true, Setting: "failover=" + FailoverIsolate}}}, ""},
 }
 
 // NetUnavailable completes err, why the network layer cannot work here,
@@ -375,8 +405,21 @@ func scaled(r *rand.Rand, base time.Duration, lo, hi float64) time.Duration {
 // end, with the detail given then. client is the client process the fault
 // hits (0 for a server fault).
 func fault(env *Env, name, target string, client int, detail string) func(string) {
+	return recordFault(env, name, target, client, "", detail)
+}
+
+// faultAt records the start of a client fault on client that struck at a
+// fault point (history.Event.Point) and returns the function that records
+// its end.
+func faultAt(env *Env, name string, client int, point, detail string) func(string) {
+	return recordFault(env, name, fmt.Sprintf("client %d", client), client, point, detail)
+}
+
+// recordFault records a fault's start (at point, for a client fault that
+// struck at one) and returns the function that records its end.
+func recordFault(env *Env, name, target string, client int, point, detail string) func(string) {
 	id := env.faultIDs.Add(1)
-	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, Client: client, FaultID: id, Detail: detail}, nil)
+	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, Client: client, Point: point, FaultID: id, Detail: detail}, nil)
 	return func(d string) {
 		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, Client: client, FaultID: id, Detail: d}, nil)
 	}

@@ -146,6 +146,14 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		return true
 	}
 
+	// Aimed (gaps): on a topology with a master that Sentinels elect,
+	// without --param partition, the one shape that can hurt: a split
+	// with the master on the minority side and clients on both.
+	master, aimed := env.Cluster.(mastered)
+	aimed = aimed && strings.TrimSpace(env.Params["partition"]) == ""
+	if aimed {
+		shapes = []string{"split"}
+	}
 	leader, hasLeader := env.Cluster.(clusters.Leader)
 	var holderShapes, timedShapes []string
 	for _, s := range shapes {
@@ -263,6 +271,9 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		slices.SortFunc(clients, func(a, b *netns.Host) int { return strings.Compare(a.Name, b.Name) })
 		a, b := groupedSides(r, shape, groups, clients)
 		mu.Unlock()
+		if aimed && shape == "split" {
+			a, b = masterMinority(ctx, master, groups, addrs, a, b)
+		}
 		if shape == "isolate-leader" {
 			a, b = leaderSides(ctx, leader, servers, clients)
 		}
@@ -295,6 +306,60 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	mu.Unlock()
 	wg.Wait()
 	return fatal
+}
+
+// mastered is a topology whose master its Sentinels name.
+type mastered interface {
+	MasterAddr(ctx context.Context) (string, error)
+}
+
+// masterMinority aims a split (sides a, the minority of each server group,
+// and b, as groupedSides drew them) at Sentinel's split brain: the master
+// goes to the minority side, in the place of the data node drawn there,
+// and each side keeps at least one client. Unchanged when the master
+// cannot be found.
+func masterMinority(ctx context.Context, m mastered, groups [][]*netns.Host, addrs map[*netns.Host]string, a, b []*netns.Host) ([]*netns.Host, []*netns.Host) {
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	addr, err := m.MasterAddr(mctx)
+	if err != nil {
+		return a, b
+	}
+	var mh *netns.Host
+	for h, x := range addrs {
+		if x == addr {
+			mh = h
+		}
+	}
+	if i := slices.Index(b, mh); mh != nil && i >= 0 {
+		// The member of the master's group on the minority side trades
+		// places with the master.
+		var group []*netns.Host
+		for _, g := range groups {
+			if slices.Contains(g, mh) {
+				group = g
+			}
+		}
+		for j, h := range a {
+			if slices.Contains(group, h) {
+				a[j], b[i] = b[i], a[j]
+				break
+			}
+		}
+	}
+	// Clients on both sides: one moves over to a side that has none.
+	isClient := func(h *netns.Host) bool { _, server := addrs[h]; return !server }
+	count := func(hs []*netns.Host) int {
+		return len(slices.DeleteFunc(slices.Clone(hs), func(h *netns.Host) bool { return !isClient(h) }))
+	}
+	if count(a) == 0 && count(b) > 1 {
+		k := slices.IndexFunc(b, isClient)
+		a, b = append(a, b[k]), slices.Delete(b, k, k+1)
+	} else if count(b) == 0 && count(a) > 1 {
+		k := slices.IndexFunc(a, isClient)
+		b, a = append(b, a[k]), slices.Delete(a, k, k+1)
+	}
+	return a, b
 }
 
 // probeTimeout bounds a probe of a partition: a connection a partition

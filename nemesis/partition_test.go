@@ -1,8 +1,10 @@
 package nemesis
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,5 +97,51 @@ func TestGroupedSides(t *testing.T) {
 
 		m := group(minority(r, groups))
 		require.Equal(t, map[string]int{"redis": 1, "sentinel": 1}, m, "seed %d", seed)
+	}
+}
+
+type fixedMaster string
+
+func (m fixedMaster) MasterAddr(context.Context) (string, error) { return string(m), nil }
+
+// The aimed split puts the master on the minority side with one Sentinel,
+// the quorum on the other, and clients on both sides, whatever the seed drew.
+func TestMasterMinority(t *testing.T) {
+	var groups [][]*netns.Host
+	addrs := map[*netns.Host]string{}
+	for _, kind := range []string{"redis", "sentinel"} {
+		var g []*netns.Host
+		for i := 1; i <= 3; i++ {
+			h := &netns.Host{Name: fmt.Sprintf("%s-%d", kind, i)}
+			addrs[h] = fmt.Sprintf("10.0.0.%d:%s", i, kind)
+			g = append(g, h)
+		}
+		groups = append(groups, g)
+	}
+	var clients []*netns.Host
+	for i := 1; i <= 2; i++ {
+		clients = append(clients, &netns.Host{Name: fmt.Sprintf("client-%d", i)})
+	}
+	count := func(hs []*netns.Host, prefix string) int {
+		n := 0
+		for _, h := range hs {
+			if strings.HasPrefix(h.Name, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	for seed := uint64(0); seed < 30; seed++ {
+		for m := 1; m <= 3; m++ {
+			r := rand.New(rand.NewPCG(seed, 1))
+			a, b := groupedSides(r, "split", groups, clients)
+			a, b = masterMinority(context.Background(), fixedMaster(fmt.Sprintf("10.0.0.%d:redis", m)), groups, addrs, a, b)
+			require.Equal(t, fmt.Sprintf("redis-%d", m), a[slices.IndexFunc(a, func(h *netns.Host) bool { return strings.HasPrefix(h.Name, "redis") })].Name, "seed %d: the master on the minority side", seed)
+			require.Equal(t, 1, count(a, "redis"), "seed %d", seed)
+			require.Equal(t, 1, count(a, "sentinel"), "seed %d", seed)
+			require.Equal(t, 2, count(b, "sentinel"), "seed %d: the quorum on the majority side", seed)
+			require.Equal(t, 1, count(a, "client"), "seed %d: clients on both sides", seed)
+			require.Equal(t, 1, count(b, "client"), "seed %d", seed)
+		}
 	}
 }

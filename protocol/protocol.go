@@ -15,8 +15,11 @@
 //	client:     {"id":3,"outcome":"ok"}
 //	controller: {"id":4,"op":"release","owner":"c3-1-9f2a11c0"}
 //	client:     {"id":4,"outcome":"fail","reason":"not-owner","removed":"-","error":"lock not held by this owner"}
-//	controller: {"id":5,"op":"shutdown"}
-//	client:     {"id":5,"outcome":"ok"}   (then exits 0)
+//	controller: {"id":5,"op":"write","stop_at":"after-check","stop":"pause"}
+//	client:     {"id":5,"stopped":"after-check","stop":"pause"}   (then SIGSTOP on itself; SIGCONT from the controller)
+//	client:     {"id":5,"outcome":"ok"}
+//	controller: {"id":6,"op":"shutdown"}
+//	client:     {"id":6,"outcome":"ok"}   (then exits 0)
 //
 // read and write are the critical section on the guarded resource, which
 // lives in the controller: the controller performs them at the moment the
@@ -99,7 +102,40 @@ type Ready struct {
 type LockInfo struct {
 	Name string `json:"name,omitempty"` // e.g. "redis-py Lock"
 	history.Traits
+	// Points are the fault points the client can stop itself at when a
+	// request asks it to (Request.StopAt): the gaps between two steps of
+	// one operation. Optional: a client without any is faulted only from
+	// outside (after a grant).
+	Points []Point `json:"points,omitempty"`
 }
+
+// Point is a named place inside one operation where the client can stop
+// itself: for example "after-check" in write, between the client's check
+// that its lease is still valid and its answer (the resource changes when
+// the answer arrives), or "after-setnx" in acquire, between SETNX and
+// EXPIRE.
+type Point struct {
+	Name string `json:"name"` // e.g. "after-check"
+	Op   string `json:"op"`   // the operation it lies in: acquire, release, read or write
+	// Summary says in plain words what lies on either side of it.
+	Summary string `json:"summary,omitempty"`
+	// Stops lists the stops that can hurt there (StopPause, StopCrash),
+	// which locktest's faults aim at it by default; empty: both. A crash
+	// between SETNX and EXPIRE leaves a lock forever, a pause there only
+	// delays it.
+	Stops []string `json:"stops,omitempty"`
+}
+
+// How a client stops itself at a point (Request.Stop).
+const (
+	// StopPause: the client announces the stop, then freezes its own
+	// process group (SIGSTOP); the controller resumes it (SIGCONT) after
+	// the fault's length, and the client goes on from the point.
+	StopPause = "pause"
+	// StopCrash: the client announces the stop, then kills its own process
+	// group (SIGKILL), as a crash there would.
+	StopCrash = "crash"
+)
 
 // Request is one operation the controller asks for.
 type Request struct {
@@ -111,6 +147,15 @@ type Request struct {
 	// Mode, for acquire on a read-write lock: "read" (shared) or "write"
 	// (exclusive); empty means an exclusive acquire.
 	Mode string `json:"mode,omitempty"`
+	// StopAt asks the client to stop itself at this point of the
+	// operation (one of the Points its ready message named), the way Stop
+	// says, if it gets there: before stopping it sends a notice, a reply
+	// with this request's id and Stopped set, then stops. An operation
+	// that never reaches the point (a check that fails, a SETNX that is
+	// refused) sends no notice. Optional: a client that does not know the
+	// point ignores the field.
+	StopAt string `json:"stop_at,omitempty"`
+	Stop   string `json:"stop,omitempty"` // StopPause (the default) or StopCrash
 }
 
 // Reply answers the Request with the same ID.
@@ -129,6 +174,12 @@ type Reply struct {
 	// when it sent this reply. After that it answers read and write with
 	// fail/not-held.
 	ValidMs int64 `json:"valid_ms,omitempty"`
+	// Stopped marks a notice, not the answer: the client reached the point
+	// named (Request.StopAt) and is about to stop itself there, the way
+	// Stop says. The answer with the same id follows once it goes on (never,
+	// after a crash).
+	Stopped string `json:"stopped,omitempty"`
+	Stop    string `json:"stop,omitempty"`
 }
 
 // Encoder writes messages as JSON lines.

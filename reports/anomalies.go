@@ -263,6 +263,7 @@ func eventText(e history.Event) string {
 	add("error", e.Error)
 	add("fault", e.Fault)
 	add("target", e.Target)
+	add("point", e.Point)
 	if e.PID != 0 {
 		add("pid", strconv.Itoa(e.PID))
 	}

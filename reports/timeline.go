@@ -320,6 +320,9 @@ func buildTimeline(h *history.History, as []checker.Anomaly, shown []int, holds 
 		if f.Target != "" {
 			label += " " + f.Target
 		}
+		if f.Point != "" && f.Point != "after-grant" {
+			label += " at " + f.Point // a gap inside the client's steps
+		}
 		title := label + ": " + span(f.Start, f.End, 2)
 		if f.Detail != "" {
 			title += "; " + f.Detail

@@ -29,16 +29,24 @@ type Process struct {
 	enc     *protocol.Encoder
 	replies chan protocol.Reply
 	exited  chan struct{}
+	drained chan struct{} // closed when every line the client printed was read
 	exitErr error
 	badLine error // the first malformed line the client printed
 
 	nextReq atomic.Int64
 	killed  atomic.Bool // killed on purpose (crash-client, shutdown)
 	paused  atomic.Bool
-	grant   history.Event // the completion of the last successful acquire
-	ready   protocol.Ready
-	resumed atomic.Int64 // time.Now().UnixNano() of the last Resume
-	mu      sync.Mutex
+	// inFlight is the id of the request awaiting its answer, 0 when none.
+	inFlight atomic.Int64
+	// selfStops counts the client's notices that it stops itself.
+	selfStops atomic.Int64
+	grant     history.Event // the completion of the last successful acquire
+	ready     protocol.Ready
+	resumed   atomic.Int64 // time.Now().UnixNano() of the last Resume
+	mu        sync.Mutex
+	// onStop is told when the client announces that it stops itself at a
+	// fault point (protocol.Reply.Stopped), before it stops.
+	onStop func(p *Process, point string, crash bool)
 }
 
 // ErrExited is returned by Do when the client process ended.
@@ -82,10 +90,12 @@ func startProcess(argv []string, id int, stderrPath string, hello protocol.Hello
 		enc:     protocol.NewEncoder(stdin),
 		replies: make(chan protocol.Reply, 1),
 		exited:  make(chan struct{}),
+		drained: make(chan struct{}),
 	}
 	dec := protocol.NewDecoder(stdout)
 	readyc := make(chan error, 1)
 	go func() {
+		defer close(p.drained)
 		defer stdout.Close()
 		var ready protocol.Ready
 		err := dec.Next(&ready)
@@ -117,6 +127,10 @@ func startProcess(argv []string, id int, stderrPath string, hello protocol.Hello
 					_ = cmd.Process.Kill()
 				}
 				return
+			}
+			if rep.Stopped != "" {
+				p.selfStop(rep)
+				continue
 			}
 			p.replies <- rep
 		}
@@ -194,6 +208,8 @@ func (p *Process) Do(op, owner string, timeout time.Duration, offsetMs ...int64)
 func (p *Process) DoRequest(req protocol.Request, timeout time.Duration) (protocol.Reply, error) {
 	id := p.nextReq.Add(1)
 	req.ID = id
+	p.inFlight.Store(id)
+	defer p.inFlight.CompareAndSwap(id, 0)
 	if err := p.enc.Send(req); err != nil {
 		return protocol.Reply{}, p.deadError(err)
 	}
@@ -232,9 +248,58 @@ func (p *Process) DoRequest(req protocol.Request, timeout time.Duration) (protoc
 	}
 }
 
+// selfStop takes the client's notice that it stops itself at a fault
+// point: from now on it is frozen by a fault (Do's hang detection waits)
+// or crashed on purpose (the workload replaces it), as if the controller
+// had stopped or killed it.
+func (p *Process) selfStop(n protocol.Reply) {
+	crash := n.Stop == protocol.StopCrash
+	p.selfStops.Add(1)
+	if crash {
+		p.killed.Store(true)
+	} else {
+		p.paused.Store(true)
+	}
+	p.mu.Lock()
+	f := p.onStop
+	p.mu.Unlock()
+	if f != nil {
+		f(p, n.Stopped, crash)
+	}
+}
+
+// WaitStopped returns once the process, stopped by itself at a fault
+// point, is frozen (or gone), up to limit.
+func (p *Process) WaitStopped(limit time.Duration) error {
+	return proc.WaitStopped(p.PID(), limit)
+}
+
+// InFlight returns the id of the request awaiting its answer (0: none).
+func (p *Process) InFlight() int64 { return p.inFlight.Load() }
+
+// LastRequest returns the id of the last request sent (the next gets the
+// one after).
+func (p *Process) LastRequest() int64 { return p.nextReq.Load() }
+
+// Points returns the fault points the client said it can stop at.
+func (p *Process) Points() []protocol.Point {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ready.Lock == nil {
+		return nil
+	}
+	return p.ready.Lock.Points
+}
+
 func (p *Process) deadError(err error) error {
 	select {
 	case <-p.exited:
+	case <-time.After(time.Second):
+	}
+	// The lines it printed before it ended (a notice that it crashes
+	// itself on purpose) are read before its end is judged.
+	select {
+	case <-p.drained:
 	case <-time.After(time.Second):
 	}
 	p.mu.Lock()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"syscall"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -33,7 +35,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	defer lock.Close()
 	// Fencing in a ready message: this run hands out tokens.
-	ready.Lock = &protocol.LockInfo{Name: scheme.Name, Traits: scheme.Traits}
+	ready.Lock = &protocol.LockInfo{Name: scheme.Name, Traits: scheme.Traits, Points: scheme.Points}
 	ready.Lock.Fencing = scheme.Fencing && hello.Fence
 	if err := enc.Send(ready); err != nil {
 		return err
@@ -51,6 +53,10 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			return err
 		}
 		rep := protocol.Reply{ID: req.ID, Outcome: string(history.OK)}
+		ctx := ctx
+		if req.StopAt != "" {
+			ctx = locks.WithGap(ctx, req.StopAt, stopSelf(enc, req))
+		}
 		switch req.Op {
 		case protocol.OpAcquire:
 			var l locks.Lease
@@ -108,6 +114,12 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 					rep.Outcome, rep.Reason, rep.Error = string(history.Fail), history.ReasonNotHeld, "lock lost: "+why
 				}
 			}
+			// The check passed (or there was none): the resource changes
+			// when this answer arrives, so a stop here is the gap between
+			// the check and the act.
+			if req.Op == protocol.OpWrite && rep.Reason == "" {
+				locks.Gap(ctx, locks.PointAfterCheck)
+			}
 		case protocol.OpClock:
 			clock.SetOffset(time.Duration(req.OffsetMs) * time.Millisecond)
 		case protocol.OpShutdown:
@@ -119,6 +131,33 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 		if err := enc.Send(rep); err != nil {
 			return err
 		}
+	}
+}
+
+// stopSelf returns the function that stops this client at a fault point,
+// as req asks: it announces the stop (a notice with req's id), then freezes
+// its own process group (SIGSTOP; the controller sends SIGCONT after the
+// fault's length, and the client goes on from there) or kills it (a crash).
+func stopSelf(enc *protocol.Encoder, req protocol.Request) func(string) {
+	return func(point string) {
+		how := req.Stop
+		if how == "" {
+			how = protocol.StopPause
+		}
+		if err := enc.Send(protocol.Reply{ID: req.ID, Stopped: point, Stop: how}); err != nil {
+			return // the controller is gone: nobody would resume us
+		}
+		sig := syscall.SIGSTOP
+		if how == protocol.StopCrash {
+			sig = syscall.SIGKILL
+		}
+		// The signal goes to this very thread: sent to the process (or its
+		// group), the kernel may hand it to another thread, and this one
+		// could answer the request before the stop takes hold. A stop or
+		// a kill of one thread stops or kills the whole process.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), sig)
 	}
 }
 

@@ -68,6 +68,23 @@ type Hook func(p *Process)
 // the client process: the place for a fault aimed at a request in flight.
 type InvokeHook func(p *Process, op history.Op)
 
+// Stopper is a fault that strikes inside a client's own steps: it asks the
+// client to stop itself at one of its fault points (protocol.Point), and
+// hears whether it did.
+type Stopper interface {
+	// Arm is asked before op is sent to p: the point of p's to stop at
+	// ("" for none) and whether the stop is a crash (else a pause).
+	Arm(p *Process, op history.Op) (point string, crash bool)
+	// Stopped: p announced that it stops itself at point. A paused p is
+	// frozen from now on until the stopper resumes it; a crashed one is
+	// about to die. Called on the goroutine reading p's output: it must
+	// not wait for p.
+	Stopped(p *Process, point string, crash bool)
+	// Missed: the request armed with point completed without p stopping
+	// there (it never got there: a check failed, a SETNX was refused).
+	Missed(p *Process, point string)
+}
+
 // Runner runs the workload.
 type Runner struct {
 	cfg Config
@@ -75,6 +92,8 @@ type Runner struct {
 	mu         sync.Mutex
 	hooks      []Hook
 	invHooks   []InvokeHook
+	stoppers   []Stopper
+	armed      map[int]Stopper // client -> the stopper that armed its request in flight
 	nextClient int
 	procs      map[int]*Process
 	holding    map[int]bool // clients between a successful acquire and their release
@@ -83,7 +102,68 @@ type Runner struct {
 
 // NewRunner prepares a workload; Run starts it.
 func NewRunner(cfg Config) *Runner {
-	return &Runner{cfg: cfg, procs: map[int]*Process{}, holding: map[int]bool{}}
+	return &Runner{cfg: cfg, procs: map[int]*Process{}, holding: map[int]bool{}, armed: map[int]Stopper{}}
+}
+
+// AddStopper registers a fault that strikes at the clients' fault points.
+func (r *Runner) AddStopper(s Stopper) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stoppers = append(r.stoppers, s)
+}
+
+// arm asks the stoppers whether op, about to be sent to p, should stop at
+// a point; the first that says so arms it.
+func (r *Runner) arm(p *Process, op history.Op, req *protocol.Request) {
+	if len(p.Points()) == 0 {
+		return
+	}
+	r.mu.Lock()
+	stoppers := append([]Stopper(nil), r.stoppers...)
+	r.mu.Unlock()
+	for _, s := range stoppers {
+		point, crash := s.Arm(p, op)
+		if point == "" {
+			continue
+		}
+		req.StopAt, req.Stop = point, protocol.StopPause
+		if crash {
+			req.Stop = protocol.StopCrash
+		}
+		r.mu.Lock()
+		r.armed[p.ID] = s
+		r.mu.Unlock()
+		return
+	}
+}
+
+// disarm ends the arming of p's request, with stopped false when p never
+// announced a stop (the stopper hears it missed).
+func (r *Runner) disarm(p *Process, point string, stopped bool) {
+	r.mu.Lock()
+	s := r.armed[p.ID]
+	delete(r.armed, p.ID)
+	r.mu.Unlock()
+	if s != nil && !stopped {
+		s.Missed(p, point)
+	}
+}
+
+// selfStopped passes p's notice that it stops itself on to the stopper that
+// armed its request.
+func (r *Runner) selfStopped(p *Process, point string, crash bool) {
+	r.mu.Lock()
+	s := r.armed[p.ID]
+	delete(r.armed, p.ID)
+	r.mu.Unlock()
+	if s != nil {
+		s.Stopped(p, point, crash)
+		return
+	}
+	// Nobody asked for it (the client stopped on its own): go on.
+	if !crash {
+		_ = p.Resume()
+	}
 }
 
 // OnAcquire registers a hook run after every successful acquire.
@@ -184,6 +264,9 @@ func (r *Runner) spawn() (*Process, error) {
 		return nil, err
 	}
 	p.Host = host
+	p.mu.Lock()
+	p.onStop = r.selfStopped
+	p.mu.Unlock()
 	r.cfg.Tracker.AddProc(p.PID(), fmt.Sprintf("client %d", id))
 	r.cfg.Recorder.Record(history.Event{Type: history.ClientStart, Client: id, PID: p.PID()}, nil)
 	r.mu.Lock()
@@ -361,8 +444,14 @@ func (r *Runner) op(ctx context.Context, p *Process, inv history.Event) (history
 		err error
 	}
 	done := make(chan result, 1)
+	req := protocol.Request{Op: string(inv.Op), Owner: inv.Owner, Mode: inv.Mode}
+	r.arm(p, inv.Op, &req)
+	stops := p.selfStops.Load()
 	go func() {
-		rep, err := p.DoRequest(protocol.Request{Op: string(inv.Op), Owner: inv.Owner, Mode: inv.Mode}, r.cfg.ReplyLimit)
+		rep, err := p.DoRequest(req, r.cfg.ReplyLimit)
+		if req.StopAt != "" {
+			r.disarm(p, req.StopAt, p.selfStops.Load() != stops)
+		}
 		done <- result{rep, err}
 	}()
 	var res result

@@ -521,6 +521,10 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 	}
 }
 
+// MasterAddr asks the Sentinels, in order, for the master's address (the
+// partition fault aims its split at it).
+func (c *Sentinel) MasterAddr(ctx context.Context) (string, error) { return c.masterAddr(ctx) }
+
 // masterAddr asks the Sentinels, in order, for the master's address.
 func (c *Sentinel) masterAddr(ctx context.Context) (string, error) {
 	var errs []error

@@ -61,6 +61,9 @@ type benchRow struct {
 	verdicts                  []string
 	startup, rate, detect     []float64
 	violations, runs, errored int
+	// byPoint: fault -> violation times by the fault point of the fault
+	// (after-grant, after-check, ...; "-" for a fault with none).
+	byPoint map[string][]float64
 }
 
 func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
@@ -78,7 +81,7 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 	var rows []*benchRow
 	for _, lock := range strings.Split(f.o.Lock, ",") {
 		for _, nem := range strings.Split(f.o.Nemesis, ",") {
-			row := &benchRow{lock: lock, nem: nem}
+			row := &benchRow{lock: lock, nem: nem, byPoint: map[string][]float64{}}
 			rows = append(rows, row)
 			if row.na = benchNA(f.o, lock, nem); row.na != "" {
 				fmt.Fprintf(out, "  %s / %s: %s\n", lock, nem, row.na)
@@ -105,10 +108,19 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 				if d := r.Counts.DurationNs; d > 0 {
 					row.rate = append(row.rate, float64(r.Counts.AcquiresOK)/(float64(d)/1e9))
 				}
-				if t, ok := firstDamage(r); ok {
+				h, herr := history.Load(filepath.Join(res.Dir, "history.jsonl"))
+				if herr != nil {
+					h = &history.History{}
+				}
+				if t, ok := firstDamage(r, h); ok {
 					row.violations++
-					if ff, ok := faultBefore(res.Dir, t); ok {
-						row.detect = append(row.detect, float64(t-ff)/1e6)
+					if ff, ok := faultBefore(h, t); ok {
+						row.detect = append(row.detect, float64(t-ff.Start)/1e6)
+						point := ff.Point
+						if point == "" {
+							point = "-"
+						}
+						row.byPoint[point] = append(row.byPoint[point], float64(t-ff.Start)/1e6)
 					}
 				}
 				fmt.Fprintf(out, "  %s / %s seed %d: %s (%s)\n", lock, nem, o.Seed, r.Verdict, r.Why)
@@ -116,14 +128,14 @@ func runBench(cmd *cobra.Command, f *runFlags, runs int) error {
 		}
 	}
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "\nLOCK\tNEMESIS\tRUNS\tVERDICTS\tSTART-UP ms (median)\tACQUIRES/s (median)\tFAULT -> VIOLATION ms (median, min-max)\t")
+	fmt.Fprintln(w, "\nLOCK\tNEMESIS\tRUNS\tVERDICTS\tSTART-UP ms (median)\tACQUIRES/s (median)\tFAULT -> VIOLATION ms (median, min-max)\tBY FAULT POINT (median ms, runs)\t")
 	for _, r := range rows {
 		if r.na != "" {
-			fmt.Fprintf(w, "%s\t%s\t0\t%s\t-\t-\t-\t\n", r.lock, r.nem, strings.SplitN(r.na, ":", 2)[0])
+			fmt.Fprintf(w, "%s\t%s\t0\t%s\t-\t-\t-\t-\t\n", r.lock, r.nem, strings.SplitN(r.na, ":", 2)[0])
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.lock, r.nem, r.runs, tally(r.verdicts, r.errored),
-			med(r.startup, "%.0f"), med(r.rate, "%.1f"), detect(r.detect))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.lock, r.nem, r.runs, tally(r.verdicts, r.errored),
+			med(r.startup, "%.0f"), med(r.rate, "%.1f"), detect(r.detect), byPoint(r.byPoint))
 	}
 	return w.Flush()
 }
@@ -148,33 +160,54 @@ func benchNA(o harness.Options, lock, nem string) string {
 // firstDamage is when the first violation happened: the start of the
 // earliest double holder, foreign release, lost update... (a
 // non-linearizable anomaly starts at the first operation it names, which
-// can precede the fault that caused it, so it is left out).
-func firstDamage(r checker.Result) (int64, bool) {
+// can precede the fault that caused it, so it is left out). An anomaly
+// that starts before any fault of h began (a lost update whose write was
+// sent just before its client stopped itself at after-check) counts from
+// its end, when the damage landed.
+func firstDamage(r checker.Result, h *history.History) (int64, bool) {
 	t, ok := int64(0), false
 	for _, a := range r.Anomalies {
 		if a.Severity != checker.SeverityViolation || a.Kind == checker.KindNonLinearizable {
 			continue
 		}
-		if !ok || a.Start < t {
-			t, ok = a.Start, true
+		at := a.Start
+		if _, before := faultBefore(h, at); !before && len(h.Faults) > 0 {
+			at = a.End
+		}
+		if !ok || at < t {
+			t, ok = at, true
 		}
 	}
 	return t, ok
 }
 
-// faultBefore returns the start of the last fault that began at or before t.
-func faultBefore(dir string, t int64) (int64, bool) {
-	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
-	if err != nil {
-		return 0, false
-	}
-	start, ok := int64(0), false
+// faultBefore returns the last fault of h that began at or before t.
+func faultBefore(h *history.History, t int64) (history.Fault, bool) {
+	last, ok := history.Fault{}, false
 	for _, f := range h.Faults {
 		if f.Start <= t {
-			start, ok = f.Start, true
+			last, ok = f, true
 		}
 	}
-	return start, ok
+	return last, ok
+}
+
+// byPoint renders the fault -> violation medians by fault point:
+// "after-check 1702 (3), after-grant 2040 (1)".
+func byPoint(m map[string][]float64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	points := make([]string, 0, len(m))
+	for p := range m {
+		points = append(points, p)
+	}
+	slices.Sort(points)
+	parts := make([]string, 0, len(points))
+	for _, p := range points {
+		parts = append(parts, fmt.Sprintf("%s %.0f (%d)", p, median(m[p]), len(m[p])))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func tally(vs []string, errored int) string {

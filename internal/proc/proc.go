@@ -17,7 +17,7 @@ func Stop(pid int) error {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return err
 	}
-	return waitStopped(pid, time.Second)
+	return WaitStopped(pid, time.Second)
 }
 
 // StopGroup stops the whole process group led by pid (a client program and
@@ -26,14 +26,15 @@ func StopGroup(pid int) error {
 	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
 		return err
 	}
-	return waitStopped(pid, time.Second)
+	return WaitStopped(pid, time.Second)
 }
 
 // Cont sends SIGCONT to pid.
 func Cont(pid int) error { return syscall.Kill(pid, syscall.SIGCONT) }
 
-// waitStopped waits until every thread of pid is in the stopped state.
-func waitStopped(pid int, limit time.Duration) error {
+// WaitStopped waits until every thread of pid is in the stopped state (a
+// process that stops itself: the caller cannot know when it got there).
+func WaitStopped(pid int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		if allStopped(pid) {
