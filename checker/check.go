@@ -60,6 +60,7 @@ func Check(h *history.History, opts Options) Result {
 		Fence:          h.Info.Fence,
 		StartupMs:      h.Info.StartupMillis,
 		ClusterReused:  h.Info.ClusterReused,
+		Mirrors:        h.Info.Mirrors,
 		Truncated:      h.Truncated,
 		Interrupted:    h.Ended == history.EndedInterrupted,
 		StoppedEarly:   h.Ended == history.EndedEarly,

@@ -292,6 +292,9 @@ func KnownParam(key, scheme, topology string, nemeses []string) (known, applies 
 	if slices.Contains(faultParams, key) {
 		return true, slices.Contains(nemeses, key), "the " + key + " fault"
 	}
+	if schemes, ok := locks.VariantParam(key); ok {
+		return true, slices.Contains(schemes, scheme), strings.Join(schemes, ", ")
+	}
 	i := slices.IndexFunc(local.Params, func(p local.Param) bool { return p.Name == key })
 	if i < 0 {
 		return false, false, ""
@@ -327,9 +330,20 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 			for _, p := range local.Params {
 				names = append(names, p.Name)
 			}
+			for _, v := range locks.Variants {
+				if !slices.Contains(names, v.Key) {
+					names = append(names, v.Key)
+				}
+			}
 			return usage("unknown --param %s (known: %s)", k, strings.Join(names, ", "))
 		default:
 			return usage("--param %s applies to %s, not to lock %s on topology %s", k, for_, s.Name, topology)
+		}
+	}
+	if o.ClientCmd == "" {
+		// A variant's value too (the scheme's own client reads it).
+		if _, err := locks.MirrorOf(s.Name, o.Params); err != nil {
+			return UsageError{err}
 		}
 	}
 	if strings.HasPrefix(topology, "mysql") {
@@ -571,6 +585,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	if scheme.Lease {
 		info.TTLMillis = ttl.Milliseconds()
+	}
+	if o.ClientCmd == "" {
+		if m, err := locks.MirrorOf(scheme.Name, o.Params); err == nil {
+			info.Mirrors = &m
+		}
 	}
 	if scheme.Session && !scheme.Renews && strings.HasPrefix(info.Topology, "mysql") {
 		if set, err := recipe.MySQLSettingsFrom(o.Params); err == nil {
