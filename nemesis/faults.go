@@ -17,7 +17,8 @@ import (
 )
 
 // pause freezes the lock holder right after it acquires, for longer than
-// its lease, then lets it go on believing it still holds the lock.
+// its lease, then lets it go on believing it still holds the lock. With
+// --wait it also freezes a client blocked in acquire (a waiter).
 type pause struct{}
 
 func (*pause) Name() string { return "pause" }
@@ -89,6 +90,48 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 			mu.Unlock()
 		}()
 	})
+	if env.Workload.Waits() {
+		// With --wait, a client blocked in acquire is frozen too (drawn by
+		// the seed against the holder pause above), long enough for its
+		// session or lease to run out while it waits: the place of etcd
+		// #11456 (a waiter granted a lock its expired key no longer
+		// queues for).
+		env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
+			mu.Lock()
+			if op != history.Acquire || closed || busy || time.Now().Before(next) || env.Workload.Holders() == 0 || r.IntN(2) == 0 {
+				mu.Unlock()
+				return
+			}
+			d := scaled(r, env.TTL, lo, hi)
+			cool := scaled(r, env.TTL, 0.5, 1.5)
+			busy = true
+			wg.Add(1)
+			mu.Unlock()
+			go func() {
+				defer wg.Done()
+				done := func() {
+					mu.Lock()
+					busy = false
+					next = time.Now().Add(cool)
+					mu.Unlock()
+				}
+				// Let the acquire reach the server and queue behind the
+				// holder; a client granted meanwhile is no waiter.
+				if !sleepCtx(ctx, env.TTL/10) || env.Workload.Holding(p.ID) || p.Pause() != nil {
+					done()
+					return
+				}
+				end := fault(env, "pause", fmt.Sprintf("client %d", p.ID), p.ID, fmt.Sprintf("SIGSTOP for %s while it waits in acquire", d.Round(time.Millisecond)))
+				detail := "SIGCONT"
+				if !sleepCtx(ctx, d) {
+					detail = "SIGCONT (run ending)"
+				}
+				_ = p.Resume()
+				end(detail)
+				done()
+			}()
+		})
+	}
 	<-ctx.Done()
 	mu.Lock()
 	closed = true
