@@ -231,6 +231,9 @@ func (o *Options) Validate() (locks.Scheme, []nemesis.Nemesis, []string, error) 
 	if _, err := nemesis.ParseClockDirections(o.Params["clock"]); err != nil {
 		return s, nil, nil, UsageError{err}
 	}
+	if _, _, err := nemesis.ParsePauseAt(o.Params["pause-at"], o.Wait); err != nil {
+		return s, nil, nil, usage("--param pause-at: %v", err)
+	}
 	if _, _, err := nemesis.ParsePause(o.Params["pause"]); err != nil {
 		return s, nil, nil, usage("--param pause: %v", err)
 	}
@@ -283,14 +286,18 @@ func FaultSizing(cluster, topology string, nemeses []string) (Sizing, bool) {
 }
 
 // faultParams are the --param keys the faults read, each named after its fault.
-var faultParams = []string{"pause", "pause-server", "kill", "partition", "clock", "failover"}
+var faultParams = []string{"pause", "pause-at", "pause-server", "kill", "partition", "clock", "failover"}
+
+// faultOf is the fault a faultParams key sets: its name, or the name
+// before "-at" (pause-at sets where pause strikes).
+func faultOf(key string) string { return strings.TrimSuffix(key, "-at") }
 
 // KnownParam reports whether some fault, scheme or topology reads the
 // --param key, and whether a run of scheme on topology with faults
 // nemeses reads it; for has the faults, schemes or topologies that do.
 func KnownParam(key, scheme, topology string, nemeses []string) (known, applies bool, for_ string) {
 	if slices.Contains(faultParams, key) {
-		return true, slices.Contains(nemeses, key), "the " + key + " fault"
+		return true, slices.Contains(nemeses, faultOf(key)), "the " + faultOf(key) + " fault"
 	}
 	if schemes, ok := locks.VariantParam(key); ok {
 		return true, slices.Contains(schemes, scheme), strings.Join(schemes, ", ")
@@ -323,7 +330,7 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 		switch {
 		case applies:
 		case slices.Contains(faultParams, k):
-			return usage("--param %s sets the %s fault, which this run does not inject (--nemesis %s)", k, k, strings.Join(nemeses, ","))
+			return usage("--param %s sets the %s fault, which this run does not inject (--nemesis %s)", k, faultOf(k), strings.Join(nemeses, ","))
 		case o.ClientCmd != "":
 		case !known:
 			names := slices.Clone(faultParams)

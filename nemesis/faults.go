@@ -18,7 +18,8 @@ import (
 
 // pause freezes the lock holder right after it acquires, for longer than
 // its lease, then lets it go on believing it still holds the lock. With
-// --wait it also freezes a client blocked in acquire (a waiter).
+// --wait it also freezes a client blocked in acquire (a waiter);
+// --param pause-at=grant or =waiter chooses one of the two.
 type pause struct{}
 
 func (*pause) Name() string { return "pause" }
@@ -45,9 +46,37 @@ func ParsePause(s string) (lo, hi float64, err error) {
 	return lo, hi, nil
 }
 
+// ParsePauseAt reads the pause-at param: where pause strikes, "grant" (the
+// holder right after it acquires) or "waiter" (a client blocked in acquire,
+// with --wait only), comma separated; "" is grant, and waiter too with
+// wait.
+func ParsePauseAt(s string, wait bool) (grant, waiter bool, err error) {
+	if strings.TrimSpace(s) == "" {
+		return true, wait, nil
+	}
+	for _, f := range strings.Split(s, ",") {
+		switch strings.TrimSpace(f) {
+		case "grant":
+			grant = true
+		case "waiter":
+			if !wait {
+				return false, false, errors.New("waiter: only a blocking acquire (--wait) waits")
+			}
+			waiter = true
+		default:
+			return false, false, fmt.Errorf("unknown point %q (known: grant, waiter)", f)
+		}
+	}
+	return grant, waiter, nil
+}
+
 func (*pause) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "pause")
 	lo, hi, err := ParsePause(env.Params["pause"])
+	if err != nil {
+		return err
+	}
+	atGrant, atWaiter, err := ParsePauseAt(env.Params["pause-at"], env.Workload.Waits())
 	if err != nil {
 		return err
 	}
@@ -57,7 +86,7 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
 	env.Workload.OnAcquire(func(p *workloads.Process) {
 		mu.Lock()
-		if closed || busy || time.Now().Before(next) {
+		if !atGrant || closed || busy || time.Now().Before(next) {
 			mu.Unlock()
 			return
 		}
@@ -90,7 +119,7 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 			mu.Unlock()
 		}()
 	})
-	if env.Workload.Waits() {
+	if atWaiter {
 		// With --wait, a client blocked in acquire is frozen too (drawn by
 		// the seed against the holder pause above), long enough for its
 		// session or lease to run out while it waits: the place of etcd
@@ -98,7 +127,7 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 		// queues for).
 		env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
 			mu.Lock()
-			if op != history.Acquire || closed || busy || time.Now().Before(next) || env.Workload.Holders() == 0 || r.IntN(2) == 0 {
+			if op != history.Acquire || closed || busy || time.Now().Before(next) || env.Workload.Holders() == 0 || (atGrant && r.IntN(2) == 0) {
 				mu.Unlock()
 				return
 			}
