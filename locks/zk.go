@@ -629,6 +629,7 @@ func (m *zkSemaphore) Acquire(ctx context.Context) (Lease, error) {
 	deadline := time.Now().Add(m.wait)
 	// The internal mutex lives on the same session, under locks/.
 	inner := &zkMutex{zkSession: m.zkSession, dir: m.root + "/locks", wait: m.wait}
+	retries := 0
 	for {
 		if _, err := inner.Acquire(ctx); err != nil {
 			return Lease{}, err
@@ -639,7 +640,18 @@ func (m *zkSemaphore) Acquire(ctx context.Context) (Lease, error) {
 			return Lease{}, fmt.Errorf("acquire: %w", err)
 		}
 		kids, err := m.children(ctx, m.root+"/leases")
-		if err == nil && len(kids) <= 1 {
+		step := semaphoreStep(kids, baseName(path), 1)
+		if err == nil && step == semMissing {
+			// Curator: RETRY_DUE_TO_MISSING_NODE (the session expired
+			// between the create and the listing): start again while the
+			// retry policy allows, else NoNodeException.
+			_, _ = inner.Release(context.Background(), Lease{})
+			if retries++; retries > semaphoreRetries {
+				return Lease{}, fmt.Errorf("acquire: %w: sequential path not found - possible session loss (%s, %d retries)", ErrRejected, path, semaphoreRetries)
+			}
+			continue
+		}
+		if err == nil && step == semGranted {
 			_, _ = inner.Release(context.Background(), Lease{})
 			m.lease, m.token = path, seqNum(baseName(path))
 			l := Lease{Owner: owner, Acquired: start}
@@ -669,6 +681,34 @@ func (m *zkSemaphore) Acquire(ctx context.Context) (Lease, error) {
 			}
 		}
 	}
+}
+
+// semaphoreRetries is how often a semaphore acquire starts again when its
+// lease node is missing (Curator's RetryPolicy; locktest gives it 3, as
+// the usual ExponentialBackoffRetry(1000, 3)).
+const semaphoreRetries = 3
+
+// semStep is what InterProcessSemaphoreV2.internalAcquire1Lease decides
+// from the lease listing.
+type semStep int
+
+const (
+	semGranted semStep = iota // our node is there and at most maxLeases are
+	semMissing                // our node is not listed: RETRY_DUE_TO_MISSING_NODE
+	semFull                   // more than maxLeases: wait, or delete ours and fail
+)
+
+// semaphoreStep decides as internalAcquire1Lease does on the children of
+// leases/: first that ours is among them ("Sequential path not found"),
+// then that they are at most maxLeases.
+func semaphoreStep(kids []string, ours string, maxLeases int) semStep {
+	if !slices.Contains(kids, ours) {
+		return semMissing
+	}
+	if len(kids) <= maxLeases {
+		return semGranted
+	}
+	return semFull
 }
 
 func (m *zkSemaphore) Release(ctx context.Context, _ Lease) (ReleaseResult, error) {
