@@ -279,8 +279,12 @@ func (s *redisson) renew(ctx context.Context) (int64, error) {
 	}
 	var err error
 	for i := 0; i < tries; i++ {
-		if i > 0 && !sleepOrDone(ctx, s.cfg.TTL/redissonRetryInterval) {
-			return 0, ctx.Err()
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(s.cfg.TTL / redissonRetryInterval):
+			}
 		}
 		rctx, cancel := s.ctx(ctx)
 		var ok int64
@@ -291,18 +295,6 @@ func (s *redisson) renew(ctx context.Context) (int64, error) {
 		}
 	}
 	return 0, err
-}
-
-// sleepOrDone waits d or until ctx is done; false when ctx ended first.
-func sleepOrDone(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // stopWatchdog cancels the renewal; with wait, it also waits until the

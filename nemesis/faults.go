@@ -84,6 +84,23 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 	var wg sync.WaitGroup
 	busy, closed := false, false
 	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
+	// free ends a pause's turn: the next may start cool from now.
+	free := func(cool time.Duration) {
+		mu.Lock()
+		busy = false
+		next = time.Now().Add(cool)
+		mu.Unlock()
+	}
+	// thaw keeps p frozen for d, resumes it and records the end.
+	thaw := func(p *workloads.Process, end func(string), d, cool time.Duration) {
+		detail := "SIGCONT"
+		if !sleepCtx(ctx, d) {
+			detail = "SIGCONT (run ending)"
+		}
+		_ = p.Resume()
+		end(detail)
+		free(cool)
+	}
 	env.Workload.OnAcquire(func(p *workloads.Process) {
 		mu.Lock()
 		if !atGrant || closed || busy || time.Now().Before(next) {
@@ -107,16 +124,7 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 		end := fault(env, "pause", fmt.Sprintf("client %d", p.ID), p.ID, fmt.Sprintf("SIGSTOP for %s", d.Round(time.Millisecond)))
 		go func() {
 			defer wg.Done()
-			detail := "SIGCONT"
-			if !sleepCtx(ctx, d) {
-				detail = "SIGCONT (run ending)"
-			}
-			_ = p.Resume()
-			end(detail)
-			mu.Lock()
-			busy = false
-			next = time.Now().Add(cool)
-			mu.Unlock()
+			thaw(p, end, d, cool)
 		}()
 	})
 	if atWaiter {
@@ -138,26 +146,14 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 			mu.Unlock()
 			go func() {
 				defer wg.Done()
-				done := func() {
-					mu.Lock()
-					busy = false
-					next = time.Now().Add(cool)
-					mu.Unlock()
-				}
 				// Let the acquire reach the server and queue behind the
 				// holder; a client granted meanwhile is no waiter.
 				if !sleepCtx(ctx, env.TTL/10) || env.Workload.Holding(p.ID) || p.Pause() != nil {
-					done()
+					free(cool)
 					return
 				}
 				end := fault(env, "pause", fmt.Sprintf("client %d", p.ID), p.ID, fmt.Sprintf("SIGSTOP for %s while it waits in acquire", d.Round(time.Millisecond)))
-				detail := "SIGCONT"
-				if !sleepCtx(ctx, d) {
-					detail = "SIGCONT (run ending)"
-				}
-				_ = p.Resume()
-				end(detail)
-				done()
+				thaw(p, end, d, cool)
 			}()
 		})
 	}
