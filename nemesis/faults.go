@@ -101,19 +101,30 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 		end(detail)
 		free(cool)
 	}
-	env.Workload.OnAcquire(func(p *workloads.Process) {
+	// turn claims the next pause when none is under way, it is due and
+	// also allows it, and draws its length and cool-down. The pause is
+	// added to wg under the lock that Run takes before it waits: a pause
+	// begun is always healed before Run returns.
+	turn := func(also func() bool) (d, cool time.Duration, ok bool) {
 		mu.Lock()
-		if !atGrant || closed || busy || time.Now().Before(next) {
-			mu.Unlock()
+		defer mu.Unlock()
+		if closed || busy || time.Now().Before(next) || !also() {
+			return 0, 0, false
+		}
+		d = scaled(r, env.TTL, lo, hi)
+		cool = scaled(r, env.TTL, 0.5, 1.5)
+		busy = true
+		wg.Add(1)
+		return d, cool, true
+	}
+	env.Workload.OnAcquire(func(p *workloads.Process) {
+		if !atGrant {
 			return
 		}
-		d := scaled(r, env.TTL, lo, hi)
-		cool := scaled(r, env.TTL, 0.5, 1.5)
-		busy = true
-		// Added under the lock that Run takes before it waits: a pause
-		// begun here is always healed before Run returns.
-		wg.Add(1)
-		mu.Unlock()
+		d, cool, ok := turn(func() bool { return true })
+		if !ok {
+			return
+		}
 		if err := p.Pause(); err != nil {
 			mu.Lock()
 			busy = false
@@ -134,16 +145,13 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 		// #11456 (a waiter granted a lock its expired key no longer
 		// queues for).
 		env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
-			mu.Lock()
-			if op != history.Acquire || closed || busy || time.Now().Before(next) || env.Workload.Holders() == 0 || (atGrant && r.IntN(2) == 0) {
-				mu.Unlock()
+			if op != history.Acquire {
 				return
 			}
-			d := scaled(r, env.TTL, lo, hi)
-			cool := scaled(r, env.TTL, 0.5, 1.5)
-			busy = true
-			wg.Add(1)
-			mu.Unlock()
+			d, cool, ok := turn(func() bool { return env.Workload.Holders() > 0 && (!atGrant || r.IntN(2) == 1) })
+			if !ok {
+				return
+			}
 			go func() {
 				defer wg.Done()
 				// Let the acquire reach the server and queue behind the
