@@ -28,7 +28,13 @@ var PartitionShapes = []string{
 	"bridge",          // two halves of the servers that share one node
 }
 
-// ParseShapes reads the partition param ("" means every shape).
+// OptInShapes are shapes drawn only when named in the partition param.
+var OptInShapes = []string{
+	"lost-renewal", // right after a grant, the servers' answers to the holder are dropped for 0.85-0.95 TTL: its lease renewals (a watchdog's) get no reply, though the servers apply them
+}
+
+// ParseShapes reads the partition param ("" means every shape but the
+// opt-in ones).
 func ParseShapes(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
 		return PartitionShapes, nil
@@ -36,8 +42,8 @@ func ParseShapes(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if !slices.Contains(PartitionShapes, f) {
-			return nil, fmt.Errorf("unknown partition shape %q (known: %s)", f, strings.Join(PartitionShapes, ", "))
+		if !slices.Contains(PartitionShapes, f) && !slices.Contains(OptInShapes, f) {
+			return nil, fmt.Errorf("unknown partition shape %q (known: %s)", f, strings.Join(append(slices.Clone(PartitionShapes), OptInShapes...), ", "))
 		}
 		out = append(out, f)
 	}
@@ -157,7 +163,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		}
 		if s == "isolate-holder" || s == "holder-minority" {
 			holderShapes = append(holderShapes, s)
-		} else if s == "lost-reply" {
+		} else if s == "lost-reply" || s == "lost-renewal" {
 			continue
 		} else {
 			timedShapes = append(timedShapes, s)
@@ -239,6 +245,33 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 			// (The probe's SYN goes through, the answer must not.)
 			var pairs [][2]*netns.Host
 			for _, s := range servers {
+				pairs = append(pairs, [2]*netns.Host{p.Host, s})
+			}
+			hold(end, pairs, d)
+		})
+	}
+	if slices.Contains(shapes, "lost-renewal") {
+		env.Workload.OnAcquire(func(p *workloads.Process) {
+			mu.Lock()
+			due := time.Now().After(nextReply) && p.Host != nil
+			var d time.Duration
+			if due {
+				d = scaled(r, env.TTL, 0.85, 0.95)
+				nextReply = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
+			}
+			mu.Unlock()
+			if !due || !claim() {
+				return
+			}
+			end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(servers), p.ID), p.ID, fmt.Sprintf("lost-renewal for %s", d.Round(time.Millisecond)))
+			var pairs [][2]*netns.Host
+			for _, s := range servers {
+				if err := env.Net.BlockOneWay(context.Background(), s, p.Host); err != nil {
+					_ = env.Net.Heal(context.Background())
+					end("failed: " + err.Error())
+					done()
+					return
+				}
 				pairs = append(pairs, [2]*netns.Host{p.Host, s})
 			}
 			hold(end, pairs, d)
