@@ -86,3 +86,42 @@ func TestRunAllStopsAtTheFirstError(t *testing.T) {
 	require.ErrorContains(t, err, "nemesis failing: broken")
 	require.Less(t, time.Since(start), 5*time.Second)
 }
+
+func TestParseShapesOptIn(t *testing.T) {
+	all, err := ParseShapes("")
+	require.NoError(t, err)
+	require.NotContains(t, all, "lost-renewal", "opt-in shapes are not drawn by default")
+	got, err := ParseShapes("lost-renewal")
+	require.NoError(t, err)
+	require.Equal(t, []string{"lost-renewal"}, got)
+	_, err = ParseShapes("lost-renewl")
+	require.ErrorContains(t, err, "lost-renewal")
+}
+
+func TestParsePauseAt(t *testing.T) {
+	tests := []struct {
+		in                  string
+		wait                bool
+		grant, waiter, fail bool
+	}{
+		{"", false, true, false, false},
+		{"", true, true, true, false},
+		{"grant", true, true, false, false},
+		{"waiter", true, false, true, false},
+		{"grant,waiter", true, true, true, false},
+		{"waiter", false, false, false, true},
+		{"after-grant", true, false, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			g, w, err := ParsePauseAt(tt.in, tt.wait)
+			if tt.fail {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.grant, g)
+			require.Equal(t, tt.waiter, w)
+		})
+	}
+}
