@@ -28,8 +28,7 @@ func (v Variant) Param() string { return v.Key + "=" + v.Value }
 const (
 	curatorLocks = "https://github.com/apache/curator/blob/master/curator-recipes/src/main/java/org/apache/curator/framework/recipes/locks/"
 	redisDocs    = "https://redis.io/docs/latest/"
-	// zkDiffers is where the zk family departs from Curator today.
-	zkDiffers = "parents are persistent nodes, not CONTAINER nodes; the fencing token is the lock node's sequence number"
+	zooRecipes   = "https://zookeeper.apache.org/doc/current/recipes.html#sc_recipes_Locks"
 )
 
 // Mirrors maps every scheme to what its default follows. A scheme without
@@ -63,14 +62,14 @@ var Mirrors = map[string]Mirror{
 	"mysql-get-lock": {Library: "MariaDB GET_LOCK / RELEASE_LOCK", Version: "MariaDB 10.x",
 		Source: "https://mariadb.com/kb/en/get_lock/"},
 	"zk": {Library: "Apache Curator InterProcessMutex (LockInternals, StandardLockInternalsDriver)", Version: "5.x",
-		Source: curatorLocks + "InterProcessMutex.java", Differs: zkDiffers},
+		Source: curatorLocks + "InterProcessMutex.java"},
 	"zk-strict": {Library: "Apache Curator InterProcessMutex + ConnectionStateListener, tech note 10", Version: "5.x",
 		Source:  "https://cwiki.apache.org/confluence/display/CURATOR/TN10",
-		Differs: zkDiffers + "; \"lost\" is computed when the resource is used, where Curator delivers SUSPENDED on its event thread"},
+		Differs: "\"lost\" is computed when the resource is used, where Curator delivers SUSPENDED on its event thread"},
 	"zk-semaphore": {Library: "Apache Curator InterProcessSemaphoreMutex (InterProcessSemaphoreV2, one lease)", Version: "5.x",
-		Source: curatorLocks + "InterProcessSemaphoreV2.java", Differs: zkDiffers},
+		Source: curatorLocks + "InterProcessSemaphoreV2.java"},
 	"zk-rw": {Library: "Apache Curator InterProcessReadWriteLock", Version: "5.x",
-		Source: curatorLocks + "InterProcessReadWriteLock.java", Differs: zkDiffers},
+		Source: curatorLocks + "InterProcessReadWriteLock.java"},
 	"etcd": {Library: "etcd client/v3 concurrency.Mutex (Lock re-reads its key after waiting, ErrSessionExpired)", Version: "v3.5.35",
 		Source: "https://github.com/etcd-io/etcd/blob/v3.5.35/client/v3/concurrency/mutex.go"},
 }
@@ -89,6 +88,16 @@ var Variants = []Variant{
 		Mirror: Mirror{Library: "Redlock as Redis describes it, validity measured on the wall clock (node-redlock's Date.now(), Java ports' currentTimeMillis)", Version: "Redis docs",
 			Source: redisDocs + "develop/clients/patterns/distributed-locks/"},
 		Hole: "a wall-clock step back makes the client believe its lock valid after the servers expired it"},
+	zkSequenceToken("zk"), zkSequenceToken("zk-strict"), zkSequenceToken("zk-semaphore"), zkSequenceToken("zk-rw"),
+}
+
+// zkSequenceToken is the zk family's variant that fences with the lock
+// node's sequence number.
+func zkSequenceToken(scheme string) Variant {
+	return Variant{Scheme: scheme, Key: "zk-token", Value: "sequence",
+		Mirror: Mirror{Library: "the ZooKeeper lock recipe fenced with the lock node's sequence number (a common pattern)", Version: "ZooKeeper docs",
+			Source: zooRecipes},
+		Hole: "the sequence number starts again from 0 once the empty CONTAINER parent was reaped and made again: tokens go back"}
 }
 
 // variantKeys are the --param keys the variants read.
