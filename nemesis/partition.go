@@ -199,31 +199,39 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 			begin(shape, fmt.Sprintf("client %d | %s", p.ID, names(cut)), p.ID, pairs, d)
 		})
 	}
+	// replyDue draws the length, lo..hi TTLs, of the next cut of the
+	// servers' answers to a client (lost-reply, lost-renewal) when one is
+	// due.
+	replyDue := func(lo, hi float64) (time.Duration, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !time.Now().After(nextReply) {
+			return 0, false
+		}
+		d := scaled(r, env.TTL, lo, hi)
+		nextReply = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
+		return d, true
+	}
+	// cutReplies drops every server's answers to p.
+	cutReplies := func(p *workloads.Process) error {
+		for _, s := range servers {
+			if err := env.Net.BlockOneWay(context.Background(), s, p.Host); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if slices.Contains(shapes, "lost-reply") {
 		env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
 			// Aim at an acquire that can succeed: nobody holds the lock.
 			if op != history.Acquire || p.Host == nil || env.Workload.Holders() > 0 {
 				return
 			}
-			mu.Lock()
-			due := time.Now().After(nextReply)
-			var d time.Duration
-			if due {
-				d = scaled(r, env.TTL, 1.5, 3)
-				nextReply = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
-			}
-			mu.Unlock()
+			d, due := replyDue(1.5, 3)
 			if !due || !claim() {
 				return
 			}
-			err := func() error {
-				for _, s := range servers {
-					if err := env.Net.BlockOneWay(context.Background(), s, p.Host); err != nil {
-						return err
-					}
-				}
-				return nil
-			}()
+			err := cutReplies(p)
 			if err == nil && env.Workload.Holders() > 0 {
 				// Somebody took the lock while the rules went in: this
 				// acquire cannot succeed. Stand down and try another.
@@ -252,26 +260,22 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	}
 	if slices.Contains(shapes, "lost-renewal") {
 		env.Workload.OnAcquire(func(p *workloads.Process) {
-			mu.Lock()
-			due := time.Now().After(nextReply) && p.Host != nil
-			var d time.Duration
-			if due {
-				d = scaled(r, env.TTL, 0.85, 0.95)
-				nextReply = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
+			if p.Host == nil {
+				return
 			}
-			mu.Unlock()
+			d, due := replyDue(0.85, 0.95)
 			if !due || !claim() {
 				return
 			}
 			end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(servers), p.ID), p.ID, fmt.Sprintf("lost-renewal for %s", d.Round(time.Millisecond)))
+			if err := cutReplies(p); err != nil {
+				_ = env.Net.Heal(context.Background())
+				end("failed: " + err.Error())
+				done()
+				return
+			}
 			var pairs [][2]*netns.Host
 			for _, s := range servers {
-				if err := env.Net.BlockOneWay(context.Background(), s, p.Host); err != nil {
-					_ = env.Net.Heal(context.Background())
-					end("failed: " + err.Error())
-					done()
-					return
-				}
 				pairs = append(pairs, [2]*netns.Host{p.Host, s})
 			}
 			hold(end, pairs, d)
