@@ -60,6 +60,7 @@ func Check(h *history.History, opts Options) Result {
 		Fence:          h.Info.Fence,
 		StartupMs:      h.Info.StartupMillis,
 		ClusterReused:  h.Info.ClusterReused,
+		Mirrors:        h.Info.Mirrors,
 		Truncated:      h.Truncated,
 		Interrupted:    h.Ended == history.EndedInterrupted,
 		StoppedEarly:   h.Ended == history.EndedEarly,
@@ -436,7 +437,7 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 		return true
 	}
 	if c, ok := faultClient(f); ok {
-		return heldAt(byClient[c], f.Start)
+		return heldAt(byClient[c], f.Start) || (h.Info.Wait && waitingAt(h, c, f.Start))
 	}
 	if f.Name == "failover" {
 		note, ok := h.Promotion(f)
@@ -459,6 +460,19 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 	for i := range holds {
 		if holds[i].Start <= f.Start && f.Start <= holds[i].End {
 			return true
+		}
+	}
+	return false
+}
+
+// waitingAt reports whether client c was blocked in an acquire at t (a
+// waiter, with --wait): the last operation it invoked before t is an
+// acquire that had not returned by then.
+func waitingAt(h *history.History, c int, t int64) bool {
+	i := sort.Search(len(h.Ops), func(i int) bool { return h.Ops[i].Call > t })
+	for i--; i >= 0; i-- {
+		if op := &h.Ops[i]; op.Client == c {
+			return op.Op == history.Acquire && op.Return > t
 		}
 	}
 	return false

@@ -4,6 +4,8 @@
 // pass. The checker works from the history alone.
 package checker
 
+import "github.com/locktest/locktest/history"
+
 // Status is the outcome of checking one property.
 type Status string
 
@@ -123,12 +125,15 @@ type Result struct {
 	// StartupMs is how long the cluster took to start, until every server
 	// answered (RunInfo.StartupMillis); ClusterReused: it was started for
 	// an earlier run of a campaign and reused.
-	StartupMs     int64      `json:"startup_ms"`
-	ClusterReused bool       `json:"cluster_reused,omitempty"`
-	Truncated     bool       `json:"truncated,omitempty"`
-	Counts        Counts     `json:"counts"`
-	Properties    []Property `json:"properties"`
-	Anomalies     []Anomaly  `json:"anomalies"`
+	StartupMs     int64 `json:"startup_ms"`
+	ClusterReused bool  `json:"cluster_reused,omitempty"`
+	// Mirrors is the library and version the verdict is about
+	// (RunInfo.Mirrors); absent for a --client-cmd run.
+	Mirrors    *history.Mirror `json:"mirrors,omitempty"`
+	Truncated  bool            `json:"truncated,omitempty"`
+	Counts     Counts          `json:"counts"`
+	Properties []Property      `json:"properties"`
+	Anomalies  []Anomaly       `json:"anomalies"`
 	// FirstViolation is the time of the earliest violation, -1 when none.
 	FirstViolation int64 `json:"first_violation_ns"`
 	// Interrupted: the run was interrupted (Ctrl-C) before its time limit

@@ -297,6 +297,13 @@ func TestValidateParamsAccepted(t *testing.T) {
 	if err != nil {
 		require.NotContains(t, err.Error(), "--param") // a missing MariaDB may refuse it
 	}
+	o = baseOptions(t, "etcd", "pause", 1)
+	o.Wait = true
+	o.Params = map[string]string{"etcd-client": "pre-11456", "pause-at": "waiting"}
+	_, err = o.Validate()
+	if err != nil {
+		require.NotContains(t, err.Error(), "--param") // a missing etcd may refuse it
+	}
 	o = baseOptions(t, "", "none", 1)
 	o.ClientCmd, o.Topology = "true", "redis"
 	o.Params = map[string]string{"my_client_setting": "x"}

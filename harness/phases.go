@@ -18,6 +18,7 @@ import (
 	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
+	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/protocol"
@@ -313,6 +314,11 @@ func (r *run) runInfo(base int64) *history.RunInfo {
 	if o.Wait {
 		// A blocking acquire hides failed tries inside one operation.
 		info.DeadlockMs += o.WaitTimeout.Milliseconds()
+	}
+	if o.ClientCmd == "" {
+		if m, err := locks.MirrorOf(s.Name, o.Params); err == nil {
+			info.Mirrors = &m
+		}
 	}
 	return info
 }

@@ -323,6 +323,18 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 			return usage("--param %s applies to %s, not to lock %s on topology %s", k, for_, s.Name, topology)
 		}
 	}
+	if o.ClientCmd == "" {
+		// A variant's value too (the scheme's own client reads it).
+		if _, err := locks.MirrorOf(s.Name, o.Params); err != nil {
+			return UsageError{err}
+		}
+	}
+	if o.ClientCmd == "" {
+		// A variant's value too (the scheme's own client reads it).
+		if _, err := locks.MirrorOf(s.Name, o.Params); err != nil {
+			return UsageError{err}
+		}
+	}
 	if strings.HasPrefix(topology, "mysql") {
 		// The values too, before any server starts.
 		if err := recipe.CheckMySQLParams(o.Params); err != nil {

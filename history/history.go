@@ -208,6 +208,33 @@ type RunInfo struct {
 	// for an earlier run (StartupMillis 0).
 	StartupMillis int64 `json:"startup_ms,omitempty"`
 	ClusterReused bool  `json:"cluster_reused,omitempty"`
+	// Mirrors names the library (or published recipe) and version the
+	// scheme, with this run's --param variant, writes out: the verdict is
+	// about that code. Absent in histories of older versions.
+	Mirrors *Mirror `json:"mirrors,omitempty"`
+}
+
+// Mirror names what a reference scheme follows: a library at a version,
+// or a published recipe, and the source it was written from.
+type Mirror struct {
+	Library string `json:"library"` // e.g. "etcd client/v3 concurrency.Mutex"
+	Version string `json:"version"` // e.g. "v3.5.35", ">= 3.44", "2024 docs"
+	Source  string `json:"source"`  // a link to the code or page followed
+	// Variant is the --param KEY=VALUE that chose a historical variant;
+	// empty for the scheme's default.
+	Variant string `json:"variant,omitempty"`
+	// Differs says where the scheme knowingly departs from the source;
+	// empty when it follows it step by step.
+	Differs string `json:"differs,omitempty"`
+}
+
+// String renders the mirror on one line.
+func (m Mirror) String() string {
+	s := m.Library + " " + m.Version
+	if m.Variant != "" {
+		s += " (--param " + m.Variant + ")"
+	}
+	return s + " <" + m.Source + ">"
 }
 
 // KilledPrimary ends the Detail of a kill that took down the server every

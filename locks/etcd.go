@@ -27,7 +27,11 @@ import (
 //     does not exist, and read the key with the lowest create revision under
 //     pfx; the lock is ours when that is our key. A try-lock (the default)
 //     deletes its key and fails otherwise (Mutex.TryLock); with --wait it
-//     watches the key just before its own until it is deleted (Mutex.Lock);
+//     waits until every key created before its own is deleted, then
+//     re-reads its own key and fails with ErrSessionExpired when it is
+//     gone (Mutex.Lock since etcd #11456; --param etcd-client=pre-11456
+//     is the client before that fix, which takes the end of the wait as
+//     the grant);
 //   - release: delete the key (Mutex.Unlock).
 //
 // When the lease expired, the key is gone; a fresh session is made for the
@@ -140,66 +144,113 @@ func (m *etcdMutex) Acquire(ctx context.Context) (Lease, error) {
 	if !resp.Succeeded {
 		myRev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
 	}
-	deadline := time.Now().Add(m.wait)
-	first := resp.Responses[1].GetResponseRange().Kvs
+	grant := func() (Lease, error) {
+		m.key = key
+		l := Lease{Owner: owner, Acquired: start}
+		if m.cfg.Fence {
+			l.Token = history.Int64(myRev)
+		}
+		return l, nil
+	}
+	// No key under the prefix, or ours the oldest: held.
+	if first := resp.Responses[1].GetResponseRange().Kvs; len(first) == 0 || first[0].CreateRevision == myRev {
+		return grant()
+	}
+	if m.wait <= 0 {
+		// Mutex.TryLock: delete our key, ErrLocked.
+		dctx, cancel := m.opCtx(ctx)
+		_, err := m.client.Delete(dctx, key)
+		cancel()
+		if err != nil {
+			return Lease{}, fmt.Errorf("acquire: %w: held, and deleting our key failed: %w", ErrIndeterminate, err)
+		}
+		// The key ahead may be a waiter about to give up.
+		return Lease{}, fmt.Errorf("%w (a key created before ours, revision %d)", ErrContended, myRev)
+	}
+	// Mutex.Lock: wait until every key created before ours is deleted.
+	wctx, cancel := context.WithTimeout(ctx, m.wait)
+	err = m.waitDeletes(wctx, myRev-1)
+	timedOut := errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
+	if err != nil {
+		// Mutex.Lock: Unlock (delete our key), return the error.
+		dctx, cancel := m.opCtx(context.Background())
+		_, derr := m.client.Delete(dctx, key)
+		cancel()
+		switch {
+		case derr != nil:
+			return Lease{}, fmt.Errorf("acquire: %w: waiting: %w; deleting our key: %w", ErrIndeterminate, err, derr)
+		case timedOut:
+			return Lease{}, fmt.Errorf("%w: gave up waiting after %s", ErrContended, m.wait)
+		}
+		return Lease{}, fmt.Errorf("acquire: %w: waiting: %w", ErrIndeterminate, err)
+	}
+	if isVariant(m.cfg, "etcd-client", "pre-11456") {
+		// The client before etcd #11456 took the end of the wait as the
+		// grant, whether or not its own key (and session) still existed.
+		return grant()
+	}
+	// Since #11456: make sure the session is not expired and our key
+	// still exists.
+	gctx, gcancel := m.opCtx(ctx)
+	g, err := m.client.Get(gctx, key)
+	gcancel()
+	if err != nil {
+		dctx, cancel := m.opCtx(context.Background())
+		_, _ = m.client.Delete(dctx, key)
+		cancel()
+		return Lease{}, fmt.Errorf("acquire: %w: re-reading our key: %w", ErrIndeterminate, err)
+	}
+	if len(g.Kvs) == 0 {
+		// concurrency.ErrSessionExpired: the lease ran out while we
+		// waited, and the key with it; we hold nothing.
+		m.sess = nil
+		return Lease{}, fmt.Errorf("%w: %w: our key %s is gone after the wait (its lease expired)", ErrRejected, concurrency.ErrSessionExpired, key)
+	}
+	return grant()
+}
+
+// waitDeletes is the concurrency package's waitDeletes: until no key under
+// pfx has a create revision <= maxCreateRev, wait for the deletion of the
+// last one created.
+func (m *etcdMutex) waitDeletes(ctx context.Context, maxCreateRev int64) error {
+	opts := append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(maxCreateRev))
 	for {
-		if len(first) == 0 || first[0].CreateRevision == myRev {
-			m.key = key
-			l := Lease{Owner: owner, Acquired: start}
-			if m.cfg.Fence {
-				l.Token = history.Int64(myRev)
-			}
-			return l, nil
+		gctx, cancel := m.opCtx(ctx)
+		resp, err := m.client.Get(gctx, m.pfx, opts...)
+		cancel()
+		if err != nil {
+			return err
 		}
-		if m.wait <= 0 || !time.Now().Before(deadline) {
-			dctx, cancel := m.opCtx(ctx)
-			_, err := m.client.Delete(dctx, key)
-			cancel()
-			if err != nil {
-				return Lease{}, fmt.Errorf("acquire: %w: held, and deleting our key failed: %w", ErrIndeterminate, err)
-			}
-			// The key ahead may be a waiter about to give up.
-			return Lease{}, fmt.Errorf("%w (create revision %d before ours, %d)", ErrContended, first[0].CreateRevision, myRev)
+		if len(resp.Kvs) == 0 {
+			return nil
 		}
-		// Wait for the deletion of the last key created before ours.
-		if first, err = m.waitPredecessor(ctx, myRev, deadline); err != nil {
-			dctx, cancel := m.opCtx(context.Background())
-			_, _ = m.client.Delete(dctx, key)
-			cancel()
-			return Lease{}, fmt.Errorf("acquire: %w: %w", ErrIndeterminate, err)
+		if err := m.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision); err != nil {
+			return err
 		}
 	}
 }
 
-// waitPredecessor waits until the last key under pfx created before myRev
-// is deleted or the deadline passes, and returns the current first key.
-func (m *etcdMutex) waitPredecessor(ctx context.Context, myRev int64, deadline time.Time) ([]*mvccpb.KeyValue, error) {
-	gctx, cancel := m.opCtx(ctx)
-	resp, err := m.client.Get(gctx, m.pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(myRev-1))...)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	if len(resp.Kvs) > 0 {
-		wctx, cancel := context.WithDeadline(ctx, deadline)
-		wch := m.client.Watch(wctx, string(resp.Kvs[0].Key), clientv3.WithRev(resp.Header.Revision+1))
-	loop:
-		for w := range wch {
-			for _, ev := range w.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					break loop
-				}
+// waitDelete is the concurrency package's waitDelete: watch key from rev
+// until it is deleted.
+func (m *etcdMutex) waitDelete(ctx context.Context, key string, rev int64) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wr clientv3.WatchResponse
+	for wr = range m.client.Watch(cctx, key, clientv3.WithRev(rev)) {
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
 			}
 		}
-		cancel()
 	}
-	gctx, cancel = m.opCtx(ctx)
-	defer cancel()
-	first, err := m.client.Get(gctx, m.pfx, clientv3.WithFirstCreate()...)
-	if err != nil {
-		return nil, err
+	if err := wr.Err(); err != nil {
+		return err
 	}
-	return first.Kvs, nil
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("lost watcher waiting for delete")
 }
 
 // Release deletes our key. Like Mutex.Unlock it succeeds whether or not the

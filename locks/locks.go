@@ -29,9 +29,24 @@ type Lease struct {
 	// ValidUntil is when the client believes its lease ends, on its own
 	// clock (Acquired + TTL); zero for schemes without expiry.
 	ValidUntil time.Time
+	// Monotonic: ValidUntil was measured on Go's monotonic clock (as
+	// go-redsync's Until() is), which a step of the wall clock does not
+	// move: Left reads time.Now() for it, not the client's (skewable)
+	// Clock.
+	Monotonic bool
 	// Nodes lists the servers that granted the lease, for schemes that ask
 	// several.
 	Nodes []string
+}
+
+// Left is how long the client, reading clock (its wall clock) or, for a
+// Monotonic lease, Go's monotonic clock, believes its lease still valid;
+// negative once its validity has passed.
+func (l Lease) Left(clock Clock) time.Duration {
+	if l.Monotonic {
+		return time.Until(l.ValidUntil)
+	}
+	return l.ValidUntil.Sub(clock.Now())
 }
 
 // ReleaseResult is what a release learned about the server's state.
@@ -70,11 +85,15 @@ type Lock interface {
 	Close() error
 }
 
-// Clock is the client's idea of the time. Schemes read time only from it,
-// so the clock-client fault can skew it.
+// Clock is the client's idea of the wall time. Schemes read the wall time
+// only from it, so the clock-client fault can skew it. A scheme that
+// measures durations on Go's monotonic clock, as a real Go program does
+// with time.Now() and Sub, which a wall-clock step does not move, reads
+// time.Now() itself (Lease.Monotonic).
 type Clock interface{ Now() time.Time }
 
-// SkewClock is the real clock plus an adjustable offset.
+// SkewClock is the real clock plus an adjustable offset: a wall clock
+// stepped by the offset.
 type SkewClock struct{ offset atomic.Int64 }
 
 // Now returns the wall time plus the offset.

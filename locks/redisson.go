@@ -221,9 +221,21 @@ func (s *redisson) Release(ctx context.Context, l Lease) (ReleaseResult, error) 
 	return ReleaseResult{Removed: l.Owner}, nil
 }
 
-// startWatchdog renews the lease every TTL/3 until the last release, until
-// the field is gone (the renewal script answers 0) or until a renewal fails
-// (Redisson 3.x logs "Can't update lock expiration" and gives up).
+// Redisson's command retries (Config retryAttempts 3, retryInterval
+// 1500 ms against the 30 s lockWatchdogTimeout, scaled to the TTL): the
+// watchdog before 3.44 gives up once a renewal failed through them.
+const (
+	redissonRetries       = 3
+	redissonRetryInterval = 20 // TTL/20
+)
+
+// startWatchdog renews the lease every TTL/3 until the last release or until
+// the field is gone (the renewal script answers 0). A renewal that fails is
+// logged and the next one scheduled TTL/3 later (Redisson >= 3.44,
+// RenewalTask); with --param redisson-watchdog=pre-3.44 the watchdog gives
+// up once a renewal failed through Redisson's command retries
+// (RedissonBaseLock.renewExpiration before 3.44: "Can't update lock
+// expiration", EXPIRATION_RENEWAL_MAP.remove).
 func (s *redisson) startWatchdog() {
 	s.stopWatchdog(false)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -232,6 +244,7 @@ func (s *redisson) startWatchdog() {
 	s.stopDog, s.dogDone = cancel, done
 	s.dogMu.Unlock()
 	every := s.cfg.TTL / 3
+	giveUp := isVariant(s.cfg, "redisson-watchdog", "pre-3.44")
 	go func() {
 		defer close(done)
 		t := time.NewTimer(every)
@@ -242,16 +255,46 @@ func (s *redisson) startWatchdog() {
 				return
 			case <-t.C:
 			}
-			rctx, rcancel := s.ctx(ctx)
-			ok, err := redissonRenew.Run(rctx, s.rdb, []string{s.cfg.Key}, s.cfg.TTL.Milliseconds(), s.field).Int64()
-			rcancel()
-			if err != nil || ok != 1 {
+			ok, err := s.renew(ctx)
+			switch {
+			case err != nil && giveUp:
+				return
+			case err == nil && ok != 1:
+				// The field is gone: nothing left to renew.
 				return
 			}
-			// The next renewal is scheduled once this one has completed.
+			// The next renewal is scheduled once this one has completed
+			// (failed or not, since 3.44).
 			t.Reset(every)
 		}
 	}()
+}
+
+// renew runs the renewal script once; before 3.44 the command's own
+// retries come with it.
+func (s *redisson) renew(ctx context.Context) (int64, error) {
+	tries := 1
+	if isVariant(s.cfg, "redisson-watchdog", "pre-3.44") {
+		tries += redissonRetries
+	}
+	var err error
+	for i := 0; i < tries; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(s.cfg.TTL / redissonRetryInterval):
+			}
+		}
+		rctx, cancel := s.ctx(ctx)
+		var ok int64
+		ok, err = redissonRenew.Run(rctx, s.rdb, []string{s.cfg.Key}, s.cfg.TTL.Milliseconds(), s.field).Int64()
+		cancel()
+		if err == nil {
+			return ok, nil
+		}
+	}
+	return 0, err
 }
 
 // stopWatchdog cancels the renewal; with wait, it also waits until the

@@ -22,14 +22,19 @@ import (
 //     factor); on failure it releases on every node;
 //   - release: Lua compare-and-delete on every node.
 //
-// The client checks its validity: once it has passed on the client's clock
-// it stops using the resource. Redlock has no fencing token.
+// The client checks its validity: once it has passed it stops using the
+// resource. As go-redsync (Mutex.Until) it measures on Go's monotonic
+// clock, which a wall-clock step does not move; --param redlock-clock=wall
+// measures on the wall clock, as Redis's description and the ports that
+// read Date.now() or currentTimeMillis do. Redlock has no fencing token.
 type redlock struct {
 	cfg     Config
 	nodes   []*redis.Client
 	addrs   []string
 	quorum  int
 	timeout time.Duration // per node
+	// wall: validity on the wall clock (--param redlock-clock=wall).
+	wall bool
 }
 
 func newRedlock(c Config) (Lock, error) {
@@ -49,7 +54,7 @@ func newRedlock(c Config) (Lock, error) {
 	if c.OpTimeout > 0 && per > c.OpTimeout {
 		per = c.OpTimeout
 	}
-	r := &redlock{cfg: c, addrs: c.Addrs, quorum: len(c.Addrs)/2 + 1, timeout: per}
+	r := &redlock{cfg: c, addrs: c.Addrs, quorum: len(c.Addrs)/2 + 1, timeout: per, wall: isVariant(c, "redlock-clock", "wall")}
 	for _, a := range c.Addrs {
 		r.nodes = append(r.nodes, redis.NewClient(&redis.Options{
 			Addr: a, MaxRetries: -1, DialTimeout: per, ReadTimeout: per, WriteTimeout: per,
@@ -93,7 +98,14 @@ func (r *redlock) each(ctx context.Context, f func(context.Context, *redis.Clien
 }
 
 func (r *redlock) Acquire(ctx context.Context) (Lease, error) {
-	clock := r.cfg.clock()
+	// go-redsync measures the acquire and the validity with time.Now()
+	// and Sub, on Go's monotonic clock; the wall-clock variant (Redis's
+	// description, node-redlock's Date.now()) reads the client's wall
+	// clock, which a clock step moves.
+	var clock Clock = realClock{}
+	if r.wall {
+		clock = r.cfg.clock()
+	}
 	owner := newOwner(r.cfg)
 	start := clock.Now()
 	res := r.each(ctx, func(ctx context.Context, n *redis.Client) (bool, error) {
@@ -112,7 +124,7 @@ func (r *redlock) Acquire(ctx context.Context) (Lease, error) {
 		}
 	}
 	if len(granted) >= r.quorum && validity > 0 {
-		return Lease{Owner: owner, Acquired: start, ValidUntil: start.Add(r.cfg.TTL - drift), Nodes: granted}, nil
+		return Lease{Owner: owner, Acquired: start, ValidUntil: start.Add(r.cfg.TTL - drift), Monotonic: !r.wall, Nodes: granted}, nil
 	}
 	// Failed: give back whatever was taken, on every node (a timed-out SET
 	// may have been applied).

@@ -41,9 +41,12 @@ import (
 //     writer holds when its node is the lowest, a reader when no writer's
 //     node comes before its own.
 //
-// The fencing token is the sequence number ZooKeeper gave the node: it grows
-// with every node created under the lock path, so a later grant has a
-// larger token.
+// Parents are CONTAINER nodes, as Curator creates them. The fencing token is
+// the lock node's czxid (the zxid that created it): it grows with every
+// transaction of the ensemble, so a later grant has a larger token, even
+// after the server reaped the empty parent and it was made again.
+// --param zk-token=sequence fences with the node's sequence number
+// instead, which starts again from 0 in a new parent.
 
 // Lock modes for schemes with shared and exclusive holders (ModeLock).
 const (
@@ -184,13 +187,16 @@ func (s *zkSession) call(ctx context.Context, what string, f func() error) error
 	}
 }
 
-// ensure creates path and its parents as persistent nodes.
+// ensure creates path and its parents as CONTAINER nodes, as Curator's
+// creatingParentContainersIfNeeded does: the server deletes a container
+// once its last child is gone (znode.container.checkIntervalMs later), and
+// the next create makes it again.
 func (s *zkSession) ensure(ctx context.Context, path string) error {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	for i := range parts {
 		p := "/" + strings.Join(parts[:i+1], "/")
 		err := s.call(ctx, "create "+p, func() error {
-			_, err := s.conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+			_, err := s.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
 			if errors.Is(err, zk.ErrNodeExists) {
 				return nil
 			}
@@ -267,6 +273,14 @@ func (s *zkSession) create(ctx context.Context, dir, name string, data []byte) (
 			// An ephemeral node of an expired session is gone: try again
 			// on the new session.
 			lastErr = res.err
+		case errors.Is(res.err, zk.ErrNoNode):
+			// The server reaped the empty container parent: make it
+			// again and retry (Curator's creatingParentContainersIfNeeded).
+			lastErr = res.err
+			if err := s.ensure(ctx, dir); err != nil {
+				return "", err
+			}
+			continue
 		default:
 			return "", fmt.Errorf("create: %w", res.err)
 		}
@@ -393,6 +407,34 @@ func (s *zkSession) lostNow() (bool, string) {
 }
 
 // seqOf returns the sequence suffix of a sequential node's name.
+// tokenOf is the fencing token of the lock node at path: its czxid, the
+// zxid of the transaction that created it, which a Curator user reads
+// with checkExists() and which only grows, even when the parent container
+// was reaped and made again; with --param zk-token=sequence, its sequence
+// number, which then starts again from 0. Without --fence, 0.
+func (s *zkSession) tokenOf(ctx context.Context, path string) (int64, error) {
+	switch {
+	case !s.cfg.Fence:
+		return 0, nil
+	case isVariant(s.cfg, "zk-token", "sequence"):
+		return seqNum(baseName(path)), nil
+	}
+	var st *zk.Stat
+	err := s.call(ctx, "exists "+path, func() error {
+		var ok bool
+		var err error
+		ok, st, err = s.conn.Exists(path)
+		if err == nil && !ok {
+			return fmt.Errorf("%w: our node %s is gone", ErrIndeterminate, path)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return st.Czxid, nil
+}
+
 func seqOf(name string) string {
 	if len(name) < 10 {
 		return name
@@ -523,7 +565,12 @@ func (m *zkMutex) AcquireMode(ctx context.Context, mode string) (Lease, error) {
 		}
 		watch, ok := blocker(kids, ours, mode)
 		if ok {
-			m.node, m.mode, m.depth, m.token, m.owner = path, mode, 1, seqNum(ours), owner
+			token, err := m.tokenOf(ctx, path)
+			if err != nil {
+				m.deleteInBackground(path)
+				return Lease{}, fmt.Errorf("acquire: %w", err)
+			}
+			m.node, m.mode, m.depth, m.token, m.owner = path, mode, 1, token, owner
 			return m.lease(owner, start), nil
 		}
 		if watch == "" {
@@ -629,6 +676,7 @@ func (m *zkSemaphore) Acquire(ctx context.Context) (Lease, error) {
 	deadline := time.Now().Add(m.wait)
 	// The internal mutex lives on the same session, under locks/.
 	inner := &zkMutex{zkSession: m.zkSession, dir: m.root + "/locks", wait: m.wait}
+	retries := 0
 	for {
 		if _, err := inner.Acquire(ctx); err != nil {
 			return Lease{}, err
@@ -639,9 +687,25 @@ func (m *zkSemaphore) Acquire(ctx context.Context) (Lease, error) {
 			return Lease{}, fmt.Errorf("acquire: %w", err)
 		}
 		kids, err := m.children(ctx, m.root+"/leases")
-		if err == nil && len(kids) <= 1 {
+		step := semaphoreStep(kids, baseName(path), 1)
+		if err == nil && step == semMissing {
+			// Curator: RETRY_DUE_TO_MISSING_NODE (the session expired
+			// between the create and the listing): start again while the
+			// retry policy allows, else NoNodeException.
 			_, _ = inner.Release(context.Background(), Lease{})
-			m.lease, m.token = path, seqNum(baseName(path))
+			if retries++; retries > semaphoreRetries {
+				return Lease{}, fmt.Errorf("acquire: %w: sequential path not found - possible session loss (%s, %d retries)", ErrRejected, path, semaphoreRetries)
+			}
+			continue
+		}
+		if err == nil && step == semGranted {
+			_, _ = inner.Release(context.Background(), Lease{})
+			token, terr := m.tokenOf(ctx, path)
+			if terr != nil {
+				m.deleteInBackground(path)
+				return Lease{}, fmt.Errorf("acquire: %w", terr)
+			}
+			m.lease, m.token = path, token
 			l := Lease{Owner: owner, Acquired: start}
 			if m.cfg.Fence {
 				l.Token = history.Int64(m.token)
@@ -669,6 +733,34 @@ func (m *zkSemaphore) Acquire(ctx context.Context) (Lease, error) {
 			}
 		}
 	}
+}
+
+// semaphoreRetries is how often a semaphore acquire starts again when its
+// lease node is missing (Curator's RetryPolicy; locktest gives it 3, as
+// the usual ExponentialBackoffRetry(1000, 3)).
+const semaphoreRetries = 3
+
+// semStep is what InterProcessSemaphoreV2.internalAcquire1Lease decides
+// from the lease listing.
+type semStep int
+
+const (
+	semGranted semStep = iota // our node is there and at most maxLeases are
+	semMissing                // our node is not listed: RETRY_DUE_TO_MISSING_NODE
+	semFull                   // more than maxLeases: wait, or delete ours and fail
+)
+
+// semaphoreStep decides as internalAcquire1Lease does on the children of
+// leases/: first that ours is among them ("Sequential path not found"),
+// then that they are at most maxLeases.
+func semaphoreStep(kids []string, ours string, maxLeases int) semStep {
+	if !slices.Contains(kids, ours) {
+		return semMissing
+	}
+	if len(kids) <= maxLeases {
+		return semGranted
+	}
+	return semFull
 }
 
 func (m *zkSemaphore) Release(ctx context.Context, _ Lease) (ReleaseResult, error) {

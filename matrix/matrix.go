@@ -242,6 +242,9 @@ func KnownParam(key, scheme, topology string, faults []string) (known, applies b
 	if f, ok := nemesis.ParamFault(key); ok {
 		return true, slices.Contains(faults, f), "the " + f + " fault"
 	}
+	if schemes, ok := locks.VariantParam(key); ok {
+		return true, slices.Contains(schemes, scheme), strings.Join(schemes, ", ")
+	}
 	i := slices.IndexFunc(recipe.Params, func(p recipe.Param) bool { return p.Name == key })
 	if i < 0 {
 		return false, false, ""
@@ -260,6 +263,11 @@ func ParamNames() []string {
 	names := nemesis.ParamNames()
 	for _, p := range recipe.Params {
 		names = append(names, p.Name)
+	}
+	for _, v := range locks.Variants {
+		if !slices.Contains(names, v.Key) {
+			names = append(names, v.Key)
+		}
 	}
 	return names
 }

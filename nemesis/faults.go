@@ -19,7 +19,10 @@ import (
 )
 
 // pause freezes the lock holder right after it acquires, for longer than
-// its lease, then lets it go on believing it still holds the lock.
+// its lease, then lets it go on believing it still holds the lock. With
+// --wait it also freezes a client blocked in acquire (a waiter);
+// --param pause-at=POINT,... chooses the points (after-grant, waiting, the
+// scheme's gaps).
 type pause struct{}
 
 func (*pause) Name() string { return "pause" }

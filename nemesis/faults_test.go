@@ -87,6 +87,17 @@ func TestRunAllStopsAtTheFirstError(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second)
 }
 
+func TestParseShapesOptIn(t *testing.T) {
+	all, err := ParseShapes("")
+	require.NoError(t, err)
+	require.NotContains(t, all, "lost-renewal", "opt-in shapes are not drawn by default")
+	got, err := ParseShapes("lost-renewal")
+	require.NoError(t, err)
+	require.Equal(t, []string{"lost-renewal"}, got)
+	_, err = ParseShapes("lost-renewl")
+	require.ErrorContains(t, err, "lost-renewal")
+}
+
 func TestParsePoints(t *testing.T) {
 	tests := []struct {
 		in      string

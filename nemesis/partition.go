@@ -28,7 +28,13 @@ var PartitionShapes = []string{
 	"bridge",          // two halves of the servers that share one node
 }
 
-// ParseShapes reads the partition param ("" means every shape).
+// OptInShapes are shapes drawn only when named in the partition param.
+var OptInShapes = []string{
+	"lost-renewal", // right after a grant, the servers' answers to the holder are dropped for 0.85-0.95 TTL: its lease renewals (a watchdog's) get no reply, though the servers apply them
+}
+
+// ParseShapes reads the partition param ("" means every shape but the
+// opt-in ones).
 func ParseShapes(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {
 		return PartitionShapes, nil
@@ -36,8 +42,8 @@ func ParseShapes(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if !slices.Contains(PartitionShapes, f) {
-			return nil, fmt.Errorf("unknown partition shape %q (known: %s)", f, strings.Join(PartitionShapes, ", "))
+		if !slices.Contains(PartitionShapes, f) && !slices.Contains(OptInShapes, f) {
+			return nil, fmt.Errorf("unknown partition shape %q (known: %s)", f, strings.Join(append(slices.Clone(PartitionShapes), OptInShapes...), ", "))
 		}
 		out = append(out, f)
 	}
@@ -165,7 +171,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		}
 		if s == "isolate-holder" || s == "holder-minority" {
 			holderShapes = append(holderShapes, s)
-		} else if s == "lost-reply" {
+		} else if s == "lost-reply" || s == "lost-renewal" {
 			continue
 		} else {
 			timedShapes = append(timedShapes, s)
@@ -201,31 +207,39 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 			begin(shape, fmt.Sprintf("client %d | %s", p.ID, names(cut)), p.ID, pairs, d)
 		})
 	}
+	// replyDue draws the length, lo..hi TTLs, of the next cut of the
+	// servers' answers to a client (lost-reply, lost-renewal) when one is
+	// due.
+	replyDue := func(lo, hi float64) (time.Duration, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !time.Now().After(nextReply) {
+			return 0, false
+		}
+		d := scaled(r, env.TTL, lo, hi)
+		nextReply = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
+		return d, true
+	}
+	// cutReplies drops every server's answers to p.
+	cutReplies := func(p *workloads.Process) error {
+		for _, s := range servers {
+			if err := env.Net.BlockOneWay(context.Background(), s, p.Host); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if slices.Contains(shapes, "lost-reply") {
 		env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
 			// Aim at an acquire that can succeed: nobody holds the lock.
 			if op != history.Acquire || p.Host == nil || env.Workload.Holders() > 0 {
 				return
 			}
-			mu.Lock()
-			due := time.Now().After(nextReply)
-			var d time.Duration
-			if due {
-				d = scaled(r, env.TTL, 1.5, 3)
-				nextReply = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
-			}
-			mu.Unlock()
+			d, due := replyDue(1.5, 3)
 			if !due || !claim() {
 				return
 			}
-			err := func() error {
-				for _, s := range servers {
-					if err := env.Net.BlockOneWay(context.Background(), s, p.Host); err != nil {
-						return err
-					}
-				}
-				return nil
-			}()
+			err := cutReplies(p)
 			if err == nil && env.Workload.Holders() > 0 {
 				// Somebody took the lock while the rules went in: this
 				// acquire cannot succeed. Stand down and try another.
@@ -245,6 +259,29 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 				return
 			}
 			// (The probe's SYN goes through, the answer must not.)
+			var pairs [][2]*netns.Host
+			for _, s := range servers {
+				pairs = append(pairs, [2]*netns.Host{p.Host, s})
+			}
+			hold(end, pairs, d)
+		})
+	}
+	if slices.Contains(shapes, "lost-renewal") {
+		env.Workload.OnAcquire(func(p *workloads.Process) {
+			if p.Host == nil {
+				return
+			}
+			d, due := replyDue(0.85, 0.95)
+			if !due || !claim() {
+				return
+			}
+			end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(servers), p.ID), p.ID, fmt.Sprintf("lost-renewal for %s", d.Round(time.Millisecond)))
+			if err := cutReplies(p); err != nil {
+				_ = env.Net.Heal(context.Background())
+				end("failed: " + err.Error())
+				done()
+				return
+			}
 			var pairs [][2]*netns.Host
 			for _, s := range servers {
 				pairs = append(pairs, [2]*netns.Host{p.Host, s})

@@ -53,6 +53,7 @@ type headerView struct {
 	Servers                       []string
 	Command                       string
 	Cluster, Topology, Version    string
+	Mirrors                       string // the library and version the scheme follows
 	StartedAt, Duration           string
 	Clients                       int
 	TTL                           string
@@ -157,6 +158,9 @@ func buildHeader(h *history.History, r *checker.Result) headerView {
 		Cluster: in.Cluster, Topology: in.Topology, Version: in.Version,
 		StartedAt: in.StartedAt, Duration: secs(h.End, 2), Clients: in.Clients,
 		Wait: in.Wait, Truncated: h.Truncated || r.Truncated, Ended: h.Ended,
+	}
+	if in.Mirrors != nil {
+		hv.Mirrors = in.Mirrors.String()
 	}
 	if hv.Verdict == "" {
 		hv.Verdict = "NO VERDICT"

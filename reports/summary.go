@@ -71,6 +71,9 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 		p.printf(", %d clients", h.Info.Clients)
 	}
 	p.printf("\n")
+	if h != nil && h.Info.Mirrors != nil {
+		p.printf("  mirrors %s\n", h.Info.Mirrors)
+	}
 	for i, l := range wrap(r.Why, 100) {
 		if i == 0 {
 			p.printf("  why: %s\n", l)

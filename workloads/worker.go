@@ -72,7 +72,7 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 				lease = l
 				rep.Owner, rep.Token, rep.Nodes = l.Owner, l.Token, l.Nodes
 				if scheme.ChecksValidity && !l.ValidUntil.IsZero() {
-					rep.ValidMs = max(1, l.ValidUntil.Sub(clock.Now()).Milliseconds())
+					rep.ValidMs = max(1, l.Left(clock).Milliseconds())
 				}
 			}
 		case protocol.OpRelease:
@@ -103,9 +103,9 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 			// Most reference schemes keep using the resource whatever
 			// their lease says, as most user code does; those that check
 			// their validity stop once it has passed on their clock.
-			if scheme.ChecksValidity && !lease.ValidUntil.IsZero() && clock.Now().After(lease.ValidUntil) {
+			if left := lease.Left(clock); scheme.ChecksValidity && !lease.ValidUntil.IsZero() && left < 0 {
 				rep.Outcome, rep.Reason = string(history.Fail), history.ReasonNotHeld
-				rep.Error = fmt.Sprintf("lease validity ended %s ago", clock.Now().Sub(lease.ValidUntil).Round(time.Millisecond))
+				rep.Error = fmt.Sprintf("lease validity ended %s ago", (-left).Round(time.Millisecond))
 			}
 			// A client told by its lock that the lock is lost (zk-strict:
 			// the session was suspended) stops using the resource too.

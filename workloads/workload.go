@@ -187,6 +187,16 @@ func (r *Runner) Holders() int {
 	return len(r.holding)
 }
 
+// Holding reports whether client id believes it holds the lock now.
+func (r *Runner) Holding(id int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.holding[id]
+}
+
+// Waits reports whether the clients' acquires block (--wait).
+func (r *Runner) Waits() bool { return r.cfg.Hello.Wait }
+
 // HolderGrants returns the grants (acquire ok events) of the clients that
 // believe they hold the lock now, in client order.
 func (r *Runner) HolderGrants() []history.Event {

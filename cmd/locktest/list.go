@@ -24,6 +24,16 @@ func newListCmd() *cobra.Command {
 			for _, s := range locks.Schemes {
 				servers := strings.Join(append([]string{s.Topology}, s.Topologies...), ",")
 				fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\t%s\n", s.Name, servers, yesNo(s.Lease), yesNo(s.Fencing), naFaults(s), s.Summary)
+				if m, ok := locks.Mirrors[s.Name]; ok {
+					fmt.Fprintf(w, "  \t\t\t\t\tmirrors: %s\n", m)
+					if m.Differs != "" {
+						fmt.Fprintf(w, "  \t\t\t\t\tdiffers: %s\n", m.Differs)
+					}
+				}
+			}
+			fmt.Fprintln(w, "\nHISTORICAL VARIANTS (--param KEY=VALUE)\tLOCK\t\t\t\t")
+			for _, v := range locks.Variants {
+				fmt.Fprintf(w, "  %s\t%s\t\t\t\tmirrors: %s; %s\n", v.Param(), v.Scheme, v.Mirror, v.Hole)
 			}
 			fmt.Fprintln(w, "\nFAULTS (--nemesis)\t\t\t\t\t")
 			for _, n := range nemesis.All {

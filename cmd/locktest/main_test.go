@@ -84,6 +84,9 @@ func TestBadInput(t *testing.T) {
 		{"zero clients", []string{"run", "--lock", "redis-lua", "--clients", "0"}, nil, "--clients must be at least 1"},
 		{"unknown command", []string{"fly"}, nil, `unknown command "fly"`},
 		{"check nothing", []string{"check", filepath.Join(store, "none")}, nil, "not a run directory"},
+		{"unknown variant", []string{"run", "--lock", "etcd", "--param", "etcd-client=pre-1"}, nil, "etcd has the variants pre-11456"},
+		{"variant of another scheme", []string{"run", "--lock", "redis-lua", "--param", "etcd-client=pre-11456"}, nil, "--param etcd-client applies to etcd, not to lock redis-lua"},
+		{"waiting without wait", []string{"run", "--lock", "etcd", "--nemesis", "pause", "--param", "pause-at=waiting"}, nil, `has no fault point "waiting"`},
 		{"missing server", []string{"run", "--lock", "redis-lua"}, []string{"PATH=" + t.TempDir()}, "redis-server not found: install it with `apt-get install -y redis-server`"},
 	}
 	for _, tc := range cases {
@@ -107,7 +110,8 @@ func TestBadInput(t *testing.T) {
 func TestListAndHelp(t *testing.T) {
 	r := run(t, nil, "list")
 	require.Equal(t, 0, r.code)
-	for _, s := range []string{"redis-setnx", "redis-setnx-expire", "redis-del", "redis-lua", "redis-lua-lenient", "pause", "pause-server", "kill", "crash-client"} {
+	for _, s := range []string{"redis-setnx", "redis-setnx-expire", "redis-del", "redis-lua", "redis-lua-lenient", "pause", "pause-server", "kill", "crash-client",
+		"mirrors: etcd client/v3 concurrency.Mutex", "etcd-client=pre-11456", "redisson-watchdog=pre-3.44", "redlock-clock=wall"} {
 		require.Contains(t, r.stdout, s)
 	}
 	r = run(t, nil, "run", "--help")
