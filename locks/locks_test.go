@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/workloads"
 )
 
 // startRedis starts a private redis-server for one test.
@@ -39,7 +40,7 @@ func newLock(tb testing.TB, s locks.Scheme, addr string, client int, ttl time.Du
 // newLockOn is newLock on several addresses (e.g. the sentinels).
 func newLockOn(tb testing.TB, s locks.Scheme, addrs []string, client int, ttl time.Duration, fence bool) locks.Lock {
 	tb.Helper()
-	l, err := s.New(locks.Config{Addrs: addrs, Key: "k:" + s.Name, TTL: ttl, Fence: fence, OpTimeout: time.Second, Client: client})
+	l, err := s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: addrs, Key: "k:" + s.Name, TTL: ttl, Fence: fence, OpTimeout: time.Second, Client: client})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = l.Close() })
 	return l
@@ -143,7 +144,7 @@ func TestDefiniteAndIndeterminateErrors(t *testing.T) {
 	require.Equal(t, history.ReasonError, reason)
 
 	// A frozen server: the request was sent, the outcome is unknown.
-	l, err := s.New(locks.Config{Addrs: cl.Addrs(), Key: "k", TTL: time.Second, OpTimeout: 200 * time.Millisecond, Client: 1})
+	l, err := s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: cl.Addrs(), Key: "k", TTL: time.Second, OpTimeout: 200 * time.Millisecond, Client: 1})
 	require.NoError(t, err)
 	defer l.Close()
 	_, err = l.Acquire(ctx) // warm the connection
@@ -191,7 +192,7 @@ func TestRedlock(t *testing.T) {
 	require.True(t, ok)
 	ctx := context.Background()
 	mk := func(client int) locks.Lock {
-		l, err := s.New(locks.Config{Addrs: cl.Addrs(), Key: "rl", TTL: 2 * time.Second, OpTimeout: time.Second, Client: client})
+		l, err := s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: cl.Addrs(), Key: "rl", TTL: 2 * time.Second, OpTimeout: time.Second, Client: client})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })
 		return l
@@ -217,7 +218,7 @@ func TestRedlock(t *testing.T) {
 	_, err = a.Acquire(ctx)
 	require.Error(t, err)
 
-	_, err = s.New(locks.Config{Addrs: cl.Addrs(), Fence: true, TTL: time.Second})
+	_, err = s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: cl.Addrs(), Fence: true, TTL: time.Second})
 	require.ErrorContains(t, err, "no fencing token")
 }
 
