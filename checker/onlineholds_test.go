@@ -17,7 +17,9 @@ func TestOnlineHolds(t *testing.T) {
 	rel := func(c int, at int64) history.Event {
 		return history.Event{Type: history.Invoke, Op: history.Release, Client: c, Time: at}
 	}
-	exit := func(c int, at int64) history.Event { return history.Event{Type: history.ClientExit, Client: c, Time: at} }
+	exit := func(c int, at int64) history.Event {
+		return history.Event{Type: history.ClientExit, Client: c, Time: at}
+	}
 	crash := func(c int, at int64) history.Event {
 		return history.Event{Type: history.FaultStart, Fault: "crash-client", Client: c, Time: at}
 	}
