@@ -7,6 +7,7 @@ package clusters
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -117,7 +118,21 @@ type Networked interface {
 // the host clock.
 type ClockShifter interface {
 	// ShiftClock sets the node's wall clock to real time + offset, at once.
+	// A node started without the clock shim returns ErrNoClockShim.
 	ShiftClock(offset time.Duration) error
+}
+
+// ErrNoClockShim is what ShiftClock returns (wrapped) for a node that runs
+// without the clock shim.
+var ErrNoClockShim = errors.New("runs without the clock shim")
+
+// Prober is a node, or a cluster, that can say whether it still serves as
+// it did when it started, before another run uses it: a node's server
+// process runs and is not stopped and answers its own protocol (a frozen
+// server accepts connections but never answers); a cluster's servers still
+// play their parts (Sentinel still names the first master).
+type Prober interface {
+	Probe(ctx context.Context) error
 }
 
 // ClockReader is a node that tells its wall clock as its server sees it

@@ -109,6 +109,9 @@ func (n *etcdNode) healthy() error {
 	return recipe.EtcdHealthy(recipe.EtcdHTTP(n.dial), n.name, n.addr)
 }
 
+// Probe says whether the member runs and is healthy (clusters.Prober).
+func (n *etcdNode) Probe(context.Context) error { return probe(n.name, n.PID(), n.healthy) }
+
 // status returns the member's id and the id of the leader it knows.
 func (n *etcdNode) status() (member, leader string, err error) {
 	return recipe.EtcdStatus(recipe.EtcdHTTP(n.dial), n.name, n.addr)

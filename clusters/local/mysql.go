@@ -310,6 +310,11 @@ type mysqlNode struct {
 
 func (n *mysqlNode) Name() string { return n.name }
 
+// Probe says whether the server runs and greets a client (clusters.Prober).
+func (n *mysqlNode) Probe(context.Context) error {
+	return probe(n.name, n.PID(), func() error { return recipe.MySQLGreets(hostDial(n.host), n.name, n.Addr()) })
+}
+
 // Host returns the node's namespace, or nil on loopback.
 func (n *mysqlNode) Host() *netns.Host { return n.host }
 
@@ -493,7 +498,7 @@ func (n *mysqlNode) prepare(ctx context.Context) error {
 // UNIX_TIMESTAMP()) to real time + offset, through the clock shim.
 func (n *mysqlNode) ShiftClock(offset time.Duration) error {
 	if n.clockFile == "" {
-		return fmt.Errorf("%s runs without the clock shim", n.name)
+		return fmt.Errorf("%s %w", n.name, clusters.ErrNoClockShim)
 	}
 	return writeClockOffset(n.clockFile, offset)
 }

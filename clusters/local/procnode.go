@@ -15,6 +15,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/runstate"
 )
@@ -57,10 +58,43 @@ func (n *procNode) PID() int {
 // from the root namespace to a namespace address: it would leave the
 // machine).
 func (n *procNode) dial(addr string, timeout time.Duration) (net.Conn, error) {
-	if n.host != nil {
-		return n.host.Dial(addr, timeout)
+	return hostDial(n.host)(addr, timeout)
+}
+
+// hostDial dials from inside host's namespace, from the harness's own when
+// host is nil (loopback).
+func hostDial(host *netns.Host) recipe.Dial {
+	if host != nil {
+		return host.Dial
 	}
-	return net.DialTimeout("tcp", addr, timeout)
+	return func(addr string, timeout time.Duration) (net.Conn, error) {
+		return net.DialTimeout("tcp", addr, timeout)
+	}
+}
+
+// probe is a node's Probe (clusters.Prober): its process runs and is not
+// stopped, and answers (ask: its own protocol's probe, from its recipe).
+func probe(name string, pid int, ask func() error) error {
+	if pid == 0 {
+		return fmt.Errorf("%s is down", name)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return fmt.Errorf("%s (pid %d) is gone", name, pid)
+	}
+	if s := string(b); strings.LastIndexByte(s, ')') > 0 {
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] != "S" && f[0] != "R" && f[0] != "D" {
+			return fmt.Errorf("%s (pid %d) is in state %s", name, pid, f[0])
+		}
+	}
+	if err := ask(); err != nil {
+		var reply *recipe.ReplyError
+		if errors.As(err, &reply) {
+			return err // names the node already
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }
 
 // launch starts the process; it does not wait for readiness.

@@ -4,7 +4,6 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/runstate"
 )
@@ -233,7 +233,7 @@ func (n *redisNode) useClockShim() error {
 // ShiftClock sets the server's wall clock to real time + offset.
 func (n *redisNode) ShiftClock(offset time.Duration) error {
 	if n.clockFile == "" {
-		return fmt.Errorf("%s runs without the clock shim", n.name)
+		return fmt.Errorf("%s %w", n.name, clusters.ErrNoClockShim)
 	}
 	return writeClockOffset(n.clockFile, offset)
 }
@@ -369,8 +369,6 @@ func (n *redisNode) launch(ctx context.Context, port int) error {
 	}
 }
 
-// ping sends an inline PING and waits for +PONG, from inside the node's
-// namespace when it has one.
 // dial connects to the server from its own namespace (if any).
 func (n *redisNode) dial(addr string) (net.Conn, error) {
 	if n.host != nil {
@@ -397,24 +395,13 @@ func (n *redisNode) ReadClock(ctx context.Context) (time.Time, error) {
 	return clusters.RedisTime(c)
 }
 
-func (n *redisNode) ping(addr string) error {
-	c, err := n.dial(addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("unexpected reply %q", line)
-	}
-	return nil
+// ping sends an inline PING and waits for +PONG, from inside the node's
+// namespace when it has one.
+func (n *redisNode) ping(addr string) error { return recipe.RedisPing(hostDial(n.host), addr) }
+
+// Probe says whether the server runs and answers PING (clusters.Prober).
+func (n *redisNode) Probe(context.Context) error {
+	return probe(n.name, n.PID(), func() error { return n.ping(n.Addr()) })
 }
 
 func (n *redisNode) signal(sig syscall.Signal) error {

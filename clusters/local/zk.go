@@ -147,6 +147,12 @@ func (c *zkCluster) waitServing(ctx context.Context, limit time.Duration) error 
 // mode returns "leader" or "follower" once the node serves requests.
 func (n *zkNode) mode() (string, error) { return recipe.ZKMode(n.dial, n.name, n.addr) }
 
+// Probe says whether the member runs and serves as a member of a quorum
+// (it says its mode; clusters.Prober).
+func (n *zkNode) Probe(context.Context) error {
+	return probe(n.name, n.PID(), func() error { _, err := n.mode(); return err })
+}
+
 // Restart starts the server again after a kill, with its data directory as
 // it was (ZooKeeper logs every transaction before it acknowledges it; a
 // member that came back empty would be a different failure). It returns

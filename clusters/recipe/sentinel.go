@@ -521,6 +521,23 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 	}
 }
 
+// Probe checks that every Sentinel still names Data[0], the master the
+// topology started with (clusters.Prober: a pooled cluster is used again
+// only then).
+func (c *Sentinel) Probe(ctx context.Context) error {
+	master := c.Data[0].Addr()
+	for _, s := range c.Sentinels {
+		addr, err := c.sentinelMasterAddr(ctx, s.Addr())
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name(), err)
+		}
+		if addr != master {
+			return fmt.Errorf("%s names another master: %s", s.Name(), addr)
+		}
+	}
+	return nil
+}
+
 // masterAddr asks the Sentinels, in order, for the master's address.
 func (c *Sentinel) masterAddr(ctx context.Context) (string, error) {
 	var errs []error
