@@ -10,6 +10,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/protocol"
 	"github.com/locktest/locktest/workloads"
 )
@@ -131,7 +132,7 @@ func (*clock) Run(ctx context.Context, env *Env) error {
 				}
 			}
 			if err == nil {
-				sleepCtx(ctx, d)
+				sleep.For(ctx, d)
 			}
 			var errs []error
 			for _, n := range targets {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -123,7 +124,7 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 			env.Recorder.Record(history.Event{Type: history.Note, Client: p.ID, Detail: history.FailoverNote + line}, nil)
 			// Down for a while, even when the run is ending: the cluster is
 			// whole again before Run returns.
-			sleepCtx(ctx, down)
+			sleep.For(ctx, down)
 			rctx, cancel := context.WithTimeout(context.Background(), failoverLimit)
 			err = fo.Rejoin(rctx)
 			cancel()

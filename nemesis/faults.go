@@ -13,6 +13,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -78,7 +79,7 @@ func (*pause) Run(ctx context.Context, env *Env) error {
 		go func() {
 			defer wg.Done()
 			detail := "SIGCONT"
-			if !sleepCtx(ctx, d) {
+			if !sleep.For(ctx, d) {
 				detail = "SIGCONT (run ending)"
 			}
 			_ = p.Resume()
@@ -146,7 +147,7 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 	nodes := env.Cluster.Nodes()
 	param := env.Params["pause-server"]
 	grants := grantSignal(env)
-	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
+	for sleep.For(ctx, between(r, time.Second, 3*time.Second)) {
 		// Freeze right after a grant (as kill strikes): a server frozen
 		// while the lock is held is the case that tests the lock; one
 		// frozen while nobody held it proves nothing. The leader, when
@@ -190,7 +191,7 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 			release()
 			continue
 		}
-		sleepCtx(ctx, d)
+		sleep.For(ctx, d)
 		err := n.Resume()
 		end(how[1])
 		release()
@@ -260,7 +261,7 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "kill")
 	nodes := env.Cluster.Nodes()
 	grants := grantSignal(env)
-	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
+	for sleep.For(ctx, between(r, time.Second, 3*time.Second)) {
 		// Strike right after a grant: a server that forgets the lock
 		// while its holder has most of its hold still ahead hurts most
 		// (the killed servers come back before the holder is done). The
@@ -335,7 +336,7 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 			killed = append(killed, n)
 		}
 		if len(errs) == 0 {
-			sleepCtx(ctx, down)
+			sleep.For(ctx, down)
 		}
 		// Restart even when the run is ending (or a kill failed): the
 		// cluster must be whole for a clean stop. A fresh context bounds
@@ -480,7 +481,7 @@ func waitForGrant(ctx context.Context, env *Env, grants chan struct{}, limit tim
 		return
 	case <-timer.C:
 	}
-	for env.Workload.Holders() == 0 && sleepCtx(ctx, 5*time.Millisecond) {
+	for env.Workload.Holders() == 0 && sleep.For(ctx, 5*time.Millisecond) {
 		select {
 		case <-grants:
 			return

@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -107,7 +108,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 			t0 := time.Now()
 			perr := check(pairs, d)
 			if perr == nil {
-				sleepCtx(ctx, d-time.Since(t0)) // (the probe's time included)
+				sleep.For(ctx, d-time.Since(t0)) // (the probe's time included)
 			}
 			herr := env.Net.Heal(context.Background())
 			detail := "healed"
@@ -250,7 +251,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 		defer mu.Unlock()
 		return between(r, time.Second, 3*time.Second)
 	}
-	for len(timedShapes) > 0 && sleepCtx(ctx, nextWait()) {
+	for len(timedShapes) > 0 && sleep.For(ctx, nextWait()) {
 		mu.Lock()
 		shape := timedShapes[r.IntN(len(timedShapes))]
 		d := scaled(r, env.TTL, 1.5, 3)
@@ -284,7 +285,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 			mu.Lock()
 			busy := active
 			mu.Unlock()
-			if !busy || !sleepCtx(ctx, 50*time.Millisecond) {
+			if !busy || !sleep.For(ctx, 50*time.Millisecond) {
 				break
 			}
 		}

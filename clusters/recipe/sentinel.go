@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/sleep"
 )
 
 // The redis-sentinel topology: one master, two replicas and three Sentinels
@@ -194,7 +195,7 @@ func (c *Sentinel) WaitReady(ctx context.Context, limit time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("redis-sentinel topology not ready after %s: %s", limit, why)
 		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !sleep.For(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -399,7 +400,7 @@ func waitLoneGrant(ctx context.Context, m, rep *redis.Client, limit time.Duratio
 			}
 			return "", err
 		}
-		if !sleepCtx(ctx, 2*time.Millisecond) {
+		if !sleep.For(ctx, 2*time.Millisecond) {
 			return "", ctx.Err()
 		}
 	}
@@ -466,7 +467,7 @@ func (c *Sentinel) waitPromotion(ctx context.Context, old string, limit time.Dur
 			}
 			return "", 0, 0, fmt.Errorf("sentinels did not agree on the new master %s within %s", newAddr, limit)
 		}
-		if !sleepCtx(ctx, 10*time.Millisecond) {
+		if !sleep.For(ctx, 10*time.Millisecond) {
 			return "", 0, 0, ctx.Err()
 		}
 	}
@@ -515,7 +516,7 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("rejoin %s: not a replica in sync within %s", n.Name(), rejoinLimit)
 		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !sleep.For(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("rejoin %s: restarted, not yet demoted: %w", n.Name(), ctx.Err())
 		}
 	}
