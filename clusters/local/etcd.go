@@ -30,7 +30,7 @@ type etcdNode struct {
 
 // etcdCluster is a started etcd cluster.
 type etcdCluster struct {
-	nodes []*etcdNode
+	servers[*etcdNode]
 }
 
 var (
@@ -44,7 +44,7 @@ func startEtcd(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
 }
 
 func startEtcdN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster, error) {
-	c := &etcdCluster{}
+	c := &etcdCluster{servers[*etcdNode]{topology: "etcd3", version: etcdVersion}}
 	var free []int
 	if s.Net == nil {
 		var err error
@@ -140,32 +140,9 @@ func (n *etcdNode) Restart(ctx context.Context) error {
 // RSS returns the member's resident memory in bytes (0 while down).
 func (n *etcdNode) RSS() int64 { return n.rss() }
 
-func (c *etcdCluster) Topology() string { return "etcd3" }
 
-func (c *etcdCluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n
-	}
-	return out
-}
 
-func (c *etcdCluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.addr
-	}
-	return out
-}
 
-func (c *etcdCluster) Versions() []string {
-	v := etcdVersion()
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.name + ": " + v
-	}
-	return out
-}
 
 // Leader returns the member that a majority of the running members name
 // as leader, and that names itself.
@@ -185,18 +162,6 @@ func (c *etcdCluster) Leader(ctx context.Context) (clusters.Node, error) {
 	return c.nodes[i], nil
 }
 
-func (c *etcdCluster) Stop(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = n.stop(ctx)
-		}()
-	}
-	wg.Wait()
-	return nil
-}
 
 var (
 	etcdVersionOnce sync.Once

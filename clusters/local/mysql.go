@@ -97,7 +97,7 @@ func newMySQLCluster(ctx context.Context, s clusters.Spec, count int) (*mysqlClu
 	if err != nil {
 		return nil, err
 	}
-	c := &mysqlCluster{topology: s.Topology}
+	c := &mysqlCluster{servers: servers[*mysqlNode]{topology: s.Topology, version: mariadbVersion}}
 	for i := 1; i <= count; i++ {
 		name := fmt.Sprintf("mysql-%d", i)
 		n := &mysqlNode{name: name, serverID: i, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker, set: set, readOnly: i > 1, sockFD: -1, clockShim: s.ClockShim}
@@ -137,14 +137,14 @@ func newMySQLCluster(ctx context.Context, s clusters.Spec, count int) (*mysqlClu
 
 // mysqlCluster is a started MySQL topology; nodes[primary] takes writes.
 type mysqlCluster struct {
-	topology string
-	nodes    []*mysqlNode
+	// Stop stops every server in parallel (SIGTERM, SIGKILL after 10 s)
+	// and removes their datadirs unless keep_datadir is set.
+	servers[*mysqlNode]
 
 	mu      sync.Mutex
 	primary int
 }
 
-func (c *mysqlCluster) Topology() string { return c.topology }
 
 // Primary returns the server that takes writes now.
 func (c *mysqlCluster) Primary() clusters.Node {
@@ -153,13 +153,6 @@ func (c *mysqlCluster) Primary() clusters.Node {
 	return c.nodes[c.primary]
 }
 
-func (c *mysqlCluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n
-	}
-	return out
-}
 
 // Addrs lists the servers' TCP addresses, the primary first. A client that
 // cannot write to one moves on to the next.
@@ -176,14 +169,6 @@ func (c *mysqlCluster) Addrs() []string {
 	return out
 }
 
-func (c *mysqlCluster) Versions() []string {
-	v := mariadbVersion()
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.name + ": " + v
-	}
-	return out
-}
 
 // Admin returns the primary's administrator account (the OS user over the
 // server's unix socket), for tests and tools.
@@ -193,21 +178,6 @@ func (c *mysqlCluster) Admin() *sql.DB {
 	return c.nodes[c.primary].admin
 }
 
-// Stop stops every server in parallel (SIGTERM, SIGKILL after 10 s) and
-// removes their datadirs unless keep_datadir is set.
-func (c *mysqlCluster) Stop(ctx context.Context) error {
-	errs := make([]error, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.stop(ctx)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
 
 // mysqlReplicated is mysql-replicated: a primary, a replica, and the
 // failover an operator (or an operator's tool) would do by hand.

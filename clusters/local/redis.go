@@ -122,7 +122,7 @@ func startRedisSingle(ctx context.Context, s clusters.Spec) (clusters.Cluster, e
 
 // startRedisMasters starts count independent redis-servers in parallel.
 func startRedisMasters(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster, error) {
-	c := &cluster{topology: s.Topology}
+	c := &cluster{servers[*redisNode]{topology: s.Topology, version: redisVersion}}
 	for i := 1; i <= count; i++ {
 		n := &redisNode{name: fmt.Sprintf("redis-%d", i), dir: filepath.Join(s.Dir, "servers", fmt.Sprintf("redis-%d", i)), tracker: s.Tracker}
 		if s.ClockShim {
@@ -156,45 +156,15 @@ func startRedisMasters(ctx context.Context, s clusters.Spec, count int) (cluster
 	return c, nil
 }
 
+// cluster is a started topology of redis-servers.
 type cluster struct {
-	topology string
-	nodes    []*redisNode
+	servers[*redisNode]
 }
 
-func (c *cluster) Topology() string { return c.topology }
 
-func (c *cluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n
-	}
-	return out
-}
 
-func (c *cluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.Addr()
-	}
-	return out
-}
 
-func (c *cluster) Versions() []string {
-	v := redisVersion()
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.name + ": " + v
-	}
-	return out
-}
 
-func (c *cluster) Stop(ctx context.Context) error {
-	var errs []error
-	for _, n := range c.nodes {
-		errs = append(errs, n.stop(ctx))
-	}
-	return errors.Join(errs...)
-}
 
 // redisNode is one redis-server with no persistence.
 type redisNode struct {

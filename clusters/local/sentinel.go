@@ -45,7 +45,7 @@ const sentinelPort = 26379
 // connections (readiness, the failover steps) are dialled from inside the
 // namespace of the server they go to, which no partition cuts.
 func startRedisSentinel(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
-	c := &sentinelCluster{cluster: cluster{topology: s.Topology}}
+	c := &sentinelCluster{cluster: cluster{servers[*redisNode]{topology: s.Topology, version: redisVersion}}}
 	started := false
 	defer func() {
 		if !started {

@@ -33,7 +33,7 @@ type zkNode struct{ procNode }
 
 // zkCluster is a started ZooKeeper ensemble.
 type zkCluster struct {
-	nodes []*zkNode
+	servers[*zkNode]
 }
 
 var (
@@ -58,7 +58,7 @@ func startZKN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster
 	type ports struct{ client, peer, elect int }
 	ps := make([]ports, count)
 	ips := make([]string, count)
-	c := &zkCluster{}
+	c := &zkCluster{servers[*zkNode]{topology: "zk3", version: zkVersion}}
 	if s.Net == nil {
 		free, err := loopbackPorts(3 * count)
 		if err != nil {
@@ -178,32 +178,9 @@ func (n *zkNode) Restart(ctx context.Context) error {
 // RSS returns the server's resident memory in bytes (0 while down).
 func (n *zkNode) RSS() int64 { return n.rss() }
 
-func (c *zkCluster) Topology() string { return "zk3" }
 
-func (c *zkCluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n
-	}
-	return out
-}
 
-func (c *zkCluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.addr
-	}
-	return out
-}
 
-func (c *zkCluster) Versions() []string {
-	v := zkVersion()
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.name + ": " + v
-	}
-	return out
-}
 
 // Leader returns the node that says it leads, asking every running node.
 func (c *zkCluster) Leader(ctx context.Context) (clusters.Node, error) {
@@ -222,18 +199,6 @@ func (c *zkCluster) Leader(ctx context.Context) (clusters.Node, error) {
 	return c.nodes[i], nil
 }
 
-func (c *zkCluster) Stop(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = n.stop(ctx)
-		}()
-	}
-	wg.Wait()
-	return nil
-}
 
 func zkVersion() string {
 	// The versioned jar beside it carries the version (zookeeper-3.8.0.jar).
