@@ -137,12 +137,12 @@ func (n *etcdNode) Restart(ctx context.Context) error {
 	return fmt.Errorf("restart %s: %w", n.name, err)
 }
 
+// KeepsData reports that a restarted member comes back with its data
+// directory, as such a server does in production (the kill fault says so).
+func (n *etcdNode) KeepsData() bool { return true }
+
 // RSS returns the member's resident memory in bytes (0 while down).
 func (n *etcdNode) RSS() int64 { return n.rss() }
-
-
-
-
 
 // Leader returns the member that a majority of the running members name
 // as leader, and that names itself.
@@ -161,7 +161,6 @@ func (c *etcdCluster) Leader(ctx context.Context) (clusters.Node, error) {
 	}
 	return c.nodes[i], nil
 }
-
 
 var (
 	etcdVersionOnce sync.Once

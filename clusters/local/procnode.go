@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,27 +21,37 @@ import (
 	"github.com/locktest/locktest/internal/runstate"
 )
 
-// procNode is one server process of a replicated ensemble (ZooKeeper,
-// etcd): it keeps its data directory across a kill, as such a server does
-// in production, and runs inside its namespace when it has one. The
-// ensemble-specific parts (the command line, readiness) are given to it.
+// procNode is one server process of the local backend, running inside its
+// namespace when it has one: its name, address and process handling
+// (pause, resume, kill, stop). The ensembles (ZooKeeper, etcd) launch it
+// as it is, with the command line and readiness given to it; redisNode
+// and mysqlNode embed it and launch their servers themselves (setting
+// cmd, exited and addr under mu).
 type procNode struct {
 	name    string
 	dir     string
 	tracker *runstate.Tracker
 	host    *netns.Host // nil: loopback
-	addr    string      // client address, fixed for the node's life
 	argv    []string    // the server's command line (outside the namespace)
 	env     []string    // extra environment
 	logName string      // log file under dir
+	// stopLimit is how long stop waits after SIGTERM before SIGKILL (3 s
+	// when 0).
+	stopLimit time.Duration
 
 	mu     sync.Mutex
+	addr   string // client address (an ensemble's is fixed for its life)
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
 
 func (n *procNode) Name() string { return n.name }
-func (n *procNode) Addr() string { return n.addr }
+
+func (n *procNode) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addr
+}
 
 // Host returns the node's namespace, or nil on loopback.
 func (n *procNode) Host() *netns.Host { return n.host }
@@ -175,7 +186,10 @@ func (n *procNode) Resume() error {
 	if pid == 0 {
 		return fmt.Errorf("%s is not running", n.name)
 	}
-	return proc.Cont(pid)
+	if err := proc.Cont(pid); err != nil {
+		return fmt.Errorf("resume %s: %w", n.name, err)
+	}
+	return nil
 }
 
 // Kill sends SIGKILL and waits until the process is gone.
@@ -201,8 +215,8 @@ func (n *procNode) kill() {
 	n.tracker.RemoveProc(cmd.Process.Pid)
 }
 
-// stop resumes the server if paused, sends SIGTERM and kills it after a
-// grace period.
+// stop resumes the server if paused, sends SIGTERM and kills it after
+// stopLimit.
 func (n *procNode) stop(ctx context.Context) error {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited
@@ -215,7 +229,7 @@ func (n *procNode) stop(ctx context.Context) error {
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-exited:
-	case <-time.After(3 * time.Second):
+	case <-time.After(cmp.Or(n.stopLimit, 3*time.Second)):
 		_ = cmd.Process.Kill()
 		<-exited
 	case <-ctx.Done():
@@ -225,10 +239,6 @@ func (n *procNode) stop(ctx context.Context) error {
 	n.tracker.RemoveProc(cmd.Process.Pid)
 	return nil
 }
-
-// KeepsData reports that a restarted node comes back with its data
-// directory (the kill fault says so).
-func (n *procNode) KeepsData() bool { return true }
 
 // rss returns the process's resident memory in bytes, 0 if unknown.
 func (n *procNode) rss() int64 {

@@ -18,10 +18,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/clusters/recipe"
-	"github.com/locktest/locktest/internal/proc"
-	"github.com/locktest/locktest/internal/runstate"
 )
 
 // Backend starts topologies as local processes.
@@ -124,7 +121,7 @@ func startRedisSingle(ctx context.Context, s clusters.Spec) (clusters.Cluster, e
 func startRedisMasters(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster, error) {
 	c := &cluster{servers[*redisNode]{topology: s.Topology, version: redisVersion}}
 	for i := 1; i <= count; i++ {
-		n := &redisNode{name: fmt.Sprintf("redis-%d", i), dir: filepath.Join(s.Dir, "servers", fmt.Sprintf("redis-%d", i)), tracker: s.Tracker}
+		n := &redisNode{procNode: procNode{name: fmt.Sprintf("redis-%d", i), dir: filepath.Join(s.Dir, "servers", fmt.Sprintf("redis-%d", i)), tracker: s.Tracker}}
 		if s.ClockShim {
 			if err := n.useClockShim(); err != nil {
 				return nil, err
@@ -161,31 +158,17 @@ type cluster struct {
 	servers[*redisNode]
 }
 
-
-
-
-
-
 // redisNode is one redis-server with no persistence.
+// It launches itself (procNode.env holds the clock shim's environment);
+// procNode handles the process.
 type redisNode struct {
-	name      string
-	dir       string
-	tracker   *runstate.Tracker
-	host      *netns.Host // nil: loopback
-	env       []string    // extra environment (the clock shim)
-	clockFile string      // the shim's offset file, "" without the shim
-	bin       string      // the program, "redis-server" when empty
-	conf      string      // a config file given before the options, "" for none
-	nsPort    int         // its port inside its namespace, 6379 when 0
-
-	mu     sync.Mutex
-	addr   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	logf   *os.File
+	procNode
+	clockFile string // the shim's offset file, "" without the shim
+	bin       string // the program, "redis-server" when empty
+	conf      string // a config file given before the options, "" for none
+	nsPort    int    // its port inside its namespace, 6379 when 0
+	logf      *os.File
 }
-
-func (n *redisNode) Name() string { return n.name }
 
 // useClockShim makes the node start under libfaketime with an offset file.
 func (n *redisNode) useClockShim() error {
@@ -208,29 +191,11 @@ func (n *redisNode) ShiftClock(offset time.Duration) error {
 	return writeClockOffset(n.clockFile, offset)
 }
 
-// Host returns the node's namespace, or nil on loopback.
-func (n *redisNode) Host() *netns.Host { return n.host }
-
 func (n *redisNode) ip() string {
 	if n.host != nil {
 		return n.host.IP
 	}
 	return "127.0.0.1"
-}
-
-func (n *redisNode) Addr() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.addr
-}
-
-func (n *redisNode) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
 }
 
 // start runs redis-server on port (0: pick a free one), and waits until it
@@ -374,55 +339,6 @@ func (n *redisNode) Probe(context.Context) error {
 	return probe(n.name, n.PID(), func() error { return n.ping(n.Addr()) })
 }
 
-func (n *redisNode) signal(sig syscall.Signal) error {
-	pid := n.PID()
-	if pid == 0 {
-		return fmt.Errorf("%s is not running", n.name)
-	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("%s %s: %w", sig, n.name, err)
-	}
-	return nil
-}
-
-// Pause freezes the server and returns once it is stopped.
-func (n *redisNode) Pause() error {
-	pid := n.PID()
-	if pid == 0 {
-		return fmt.Errorf("%s is not running", n.name)
-	}
-	if err := proc.Stop(pid); err != nil {
-		return fmt.Errorf("pause %s: %w", n.name, err)
-	}
-	return nil
-}
-
-// Resume continues a paused server.
-func (n *redisNode) Resume() error { return n.signal(syscall.SIGCONT) }
-
-// Kill sends SIGKILL and waits until the process is gone.
-func (n *redisNode) Kill() error {
-	if n.PID() == 0 {
-		return fmt.Errorf("%s is not running", n.name)
-	}
-	n.kill()
-	return nil
-}
-
-func (n *redisNode) kill() {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd = nil
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
-	<-exited
-	n.tracker.RemoveProc(cmd.Process.Pid)
-}
-
 // Restart starts the server again on its old port, with no data.
 func (n *redisNode) Restart(ctx context.Context) error {
 	if n.PID() != 0 {
@@ -431,31 +347,6 @@ func (n *redisNode) Restart(ctx context.Context) error {
 	_, portStr, _ := net.SplitHostPort(n.Addr())
 	port, _ := strconv.Atoi(portStr)
 	return n.start(ctx, port)
-}
-
-// stop resumes the server if paused, asks it to quit (SIGTERM) and kills it
-// after a grace period.
-func (n *redisNode) stop(ctx context.Context) error {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd = nil
-	n.mu.Unlock()
-	if cmd == nil {
-		return nil
-	}
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(3 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	n.tracker.RemoveProc(cmd.Process.Pid)
-	return nil
 }
 
 // faketimeShm are the shared-memory files libfaketime makes for process

@@ -54,7 +54,7 @@ func startRedisSentinel(ctx context.Context, s clusters.Spec) (clusters.Cluster,
 	}()
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("redis-%d", i)
-		n := &redisNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker}
+		n := &redisNode{procNode: procNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker}}
 		n.conf = filepath.Join(n.dir, "redis.conf")
 		if s.ClockShim {
 			if err := n.useClockShim(); err != nil {
@@ -66,7 +66,7 @@ func startRedisSentinel(ctx context.Context, s clusters.Spec) (clusters.Cluster,
 	}
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("sentinel-%d", i)
-		n := &redisNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker, bin: "redis-sentinel", nsPort: sentinelPort}
+		n := &redisNode{procNode: procNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker}, bin: "redis-sentinel", nsPort: sentinelPort}
 		n.conf = filepath.Join(n.dir, "sentinel.conf")
 		c.sentinels = append(c.sentinels, n)
 		c.nodes = append(c.nodes, n)

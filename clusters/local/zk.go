@@ -175,12 +175,12 @@ func (n *zkNode) Restart(ctx context.Context) error {
 	return fmt.Errorf("restart %s: %w", n.name, err)
 }
 
+// KeepsData reports that a restarted member comes back with its data
+// directory, as such a server does in production (the kill fault says so).
+func (n *zkNode) KeepsData() bool { return true }
+
 // RSS returns the server's resident memory in bytes (0 while down).
 func (n *zkNode) RSS() int64 { return n.rss() }
-
-
-
-
 
 // Leader returns the node that says it leads, asking every running node.
 func (c *zkCluster) Leader(ctx context.Context) (clusters.Node, error) {
@@ -198,7 +198,6 @@ func (c *zkCluster) Leader(ctx context.Context) (clusters.Node, error) {
 	}
 	return c.nodes[i], nil
 }
-
 
 func zkVersion() string {
 	// The versioned jar beside it carries the version (zookeeper-3.8.0.jar).
