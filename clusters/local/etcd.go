@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -82,17 +81,7 @@ func startEtcdN(ctx context.Context, s clusters.Spec, count int) (clusters.Clust
 			return nil, err
 		}
 	}
-	errs := make([]error, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.waitReady(ctx, 30*time.Second, n.healthy)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := parallel(c.nodes, func(n *etcdNode) error { return n.waitReady(ctx, 30*time.Second, n.healthy) }); err != nil {
 		_ = c.Stop(context.Background())
 		return nil, err
 	}

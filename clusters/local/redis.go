@@ -5,7 +5,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -136,17 +135,7 @@ func startRedisMasters(ctx context.Context, s clusters.Spec, count int) (cluster
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	errs := make([]error, count)
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.start(ctx, 0)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := parallel(c.nodes, func(n *redisNode) error { return n.start(ctx, 0) }); err != nil {
 		_ = c.Stop(context.Background())
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -149,21 +148,12 @@ func (c *sentinelCluster) dial(ctx context.Context, addr string) (net.Conn, erro
 // startAll writes each node's config with conf and starts the nodes in
 // parallel.
 func startAll(ctx context.Context, nodes []*redisNode, conf func(*redisNode) error) error {
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := conf(n); err != nil {
-				errs[i] = err
-				return
-			}
-			errs[i] = n.start(ctx, 0)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return parallel(nodes, func(n *redisNode) error {
+		if err := conf(n); err != nil {
+			return err
+		}
+		return n.start(ctx, 0)
+	})
 }
 
 // writeDataConf writes a data node's config file (recipe.RedisDataConf),

@@ -55,13 +55,19 @@ func (c *servers[N]) Versions() []string {
 
 // Stop stops every node in parallel.
 func (c *servers[N]) Stop(ctx context.Context) error {
-	errs := make([]error, len(c.nodes))
+	return parallel(c.nodes, func(n N) error { return n.stop(ctx) })
+}
+
+// parallel runs f on every node at once and joins the errors, in the
+// nodes' order.
+func parallel[N any](nodes []N, f func(N) error) error {
+	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
-	for i, n := range c.nodes {
+	for i, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = n.stop(ctx)
+			errs[i] = f(n)
 		}()
 	}
 	wg.Wait()

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -127,17 +125,9 @@ func startZKN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster
 
 // waitServing waits until every running node serves and one of them leads.
 func (c *zkCluster) waitServing(ctx context.Context, limit time.Duration) error {
-	errs := make([]error, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.waitReady(ctx, limit, func() error { _, err := n.mode(); return err })
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := parallel(c.nodes, func(n *zkNode) error {
+		return n.waitReady(ctx, limit, func() error { _, err := n.mode(); return err })
+	}); err != nil {
 		return err
 	}
 	_, err := c.Leader(ctx)
