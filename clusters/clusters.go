@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters/netns"
@@ -261,4 +262,21 @@ func MissingError(m []Requirement) error {
 	}
 	return fmt.Errorf("%s not found: install it with `apt-get install -y %s` (or run scripts/install.sh)",
 		strings.Join(bins, ", "), strings.Join(pkgs, " "))
+}
+
+// Each runs f on every node (of any backend's node type) at once and joins
+// the errors, in the nodes' order: how the backends start, wait for and
+// stop their servers, and how the pool checks them.
+func Each[N any](nodes []N, f func(N) error) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(n)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

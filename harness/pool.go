@@ -508,18 +508,7 @@ func pooledRun(cl clusters.Cluster) (dir string, reused bool) {
 func Healthy(ctx context.Context, cl clusters.Cluster) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	nodes := cl.Nodes()
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = nodeHealthy(ctx, n)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := clusters.Each(cl.Nodes(), func(n clusters.Node) error { return nodeHealthy(ctx, n) }); err != nil {
 		return err
 	}
 	if p, ok := cl.(clusters.Prober); ok {

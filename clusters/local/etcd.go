@@ -81,7 +81,7 @@ func startEtcdN(ctx context.Context, s clusters.Spec, count int) (clusters.Clust
 			return nil, err
 		}
 	}
-	if err := parallel(c.nodes, func(n *etcdNode) error { return n.waitReady(ctx, 30*time.Second, n.healthy) }); err != nil {
+	if err := clusters.Each(c.nodes, func(n *etcdNode) error { return n.waitReady(ctx, 30*time.Second, n.healthy) }); err != nil {
 		_ = c.Stop(context.Background())
 		return nil, err
 	}

@@ -135,7 +135,7 @@ func startRedisMasters(ctx context.Context, s clusters.Spec, count int) (cluster
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	if err := parallel(c.nodes, func(n *redisNode) error { return n.start(ctx, 0) }); err != nil {
+	if err := clusters.Each(c.nodes, func(n *redisNode) error { return n.start(ctx, 0) }); err != nil {
 		_ = c.Stop(context.Background())
 		return nil, err
 	}

@@ -148,7 +148,7 @@ func (c *sentinelCluster) dial(ctx context.Context, addr string) (net.Conn, erro
 // startAll writes each node's config with conf and starts the nodes in
 // parallel.
 func startAll(ctx context.Context, nodes []*redisNode, conf func(*redisNode) error) error {
-	return parallel(nodes, func(n *redisNode) error {
+	return clusters.Each(nodes, func(n *redisNode) error {
 		if err := conf(n); err != nil {
 			return err
 		}

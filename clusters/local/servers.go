@@ -2,8 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
-	"sync"
 
 	"github.com/locktest/locktest/clusters"
 )
@@ -55,21 +53,5 @@ func (c *servers[N]) Versions() []string {
 
 // Stop stops every node in parallel.
 func (c *servers[N]) Stop(ctx context.Context) error {
-	return parallel(c.nodes, func(n N) error { return n.stop(ctx) })
-}
-
-// parallel runs f on every node at once and joins the errors, in the
-// nodes' order.
-func parallel[N any](nodes []N, f func(N) error) error {
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(n)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return clusters.Each(c.nodes, func(n N) error { return n.stop(ctx) })
 }

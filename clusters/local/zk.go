@@ -125,7 +125,7 @@ func startZKN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster
 
 // waitServing waits until every running node serves and one of them leads.
 func (c *zkCluster) waitServing(ctx context.Context, limit time.Duration) error {
-	if err := parallel(c.nodes, func(n *zkNode) error {
+	if err := clusters.Each(c.nodes, func(n *zkNode) error {
 		return n.waitReady(ctx, limit, func() error { _, err := n.mode(); return err })
 	}); err != nil {
 		return err
