@@ -108,23 +108,7 @@ func (n *etcdNode) status() (member, leader string, err error) {
 
 // Restart starts the member again with its data directory (an etcd member
 // that lost its data must be removed and added again: another failure).
-func (n *etcdNode) Restart(ctx context.Context) error {
-	if n.PID() != 0 {
-		return fmt.Errorf("%s is still running", n.name)
-	}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = n.launch(); err != nil {
-			continue
-		}
-		if err = n.waitReady(ctx, 30*time.Second, n.healthy); err == nil {
-			return nil
-		}
-		n.kill()
-		time.Sleep(300 * time.Millisecond)
-	}
-	return fmt.Errorf("restart %s: %w", n.name, err)
-}
+func (n *etcdNode) Restart(ctx context.Context) error { return n.relaunch(ctx, n.healthy) }
 
 // KeepsData reports that a restarted member comes back with its data
 // directory, as such a server does in production (the kill fault says so).

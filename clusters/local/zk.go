@@ -148,21 +148,7 @@ func (n *zkNode) Probe(context.Context) error {
 // member that came back empty would be a different failure). It returns
 // once the node serves again.
 func (n *zkNode) Restart(ctx context.Context) error {
-	if n.PID() != 0 {
-		return fmt.Errorf("%s is still running", n.name)
-	}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = n.launch(); err != nil {
-			continue
-		}
-		if err = n.waitReady(ctx, 30*time.Second, func() error { _, err := n.mode(); return err }); err == nil {
-			return nil
-		}
-		n.kill()
-		time.Sleep(300 * time.Millisecond) // the ports free
-	}
-	return fmt.Errorf("restart %s: %w", n.name, err)
+	return n.relaunch(ctx, func() error { _, err := n.mode(); return err })
 }
 
 // KeepsData reports that a restarted member comes back with its data
