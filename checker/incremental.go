@@ -302,3 +302,67 @@ func (in *Incremental) Result() (Property, []Anomaly) {
 	}
 	return p, in.found
 }
+
+// OnlineHolds follows, event by event, the holds as Holds defines them
+// (from an acquire's ok to the client's next release invocation, its crash
+// or its exit; a reentrant lock's hold ends at the release that brings its
+// depth back to zero) and reports a double holder as soon as a client is
+// granted the lock while another surely holds it: the online checker runs
+// it beside an Incremental. A run whose clients check their own validity
+// (RunInfo.ChecksValidity: their holds may end before a release) gets no
+// online report; Check decides it.
+//
+// An OnlineHolds is not safe for concurrent use.
+type OnlineHolds struct {
+	info history.RunInfo
+	open map[int]*onlineHold // client -> its hold
+}
+
+// onlineHold is a hold still open.
+type onlineHold struct {
+	depth  int
+	shared bool
+}
+
+// NewOnlineHolds returns a tracker for a run with the given header.
+func NewOnlineHolds(info history.RunInfo) *OnlineHolds {
+	return &OnlineHolds{info: info, open: map[int]*onlineHold{}}
+}
+
+// Add feeds the next event (in the order recorded) and returns the double
+// holder it made certain, nil if none: the holder with the lowest client
+// number first, the new holder second. Two shared (read) holds are no
+// double holder.
+func (o *OnlineHolds) Add(e history.Event) *Anomaly {
+	if o.info.ChecksValidity {
+		return nil
+	}
+	switch {
+	case e.Type == history.Invoke && e.Op == history.Release:
+		if h := o.open[e.Client]; h != nil {
+			if h.depth--; h.depth <= 0 || !o.info.Reentrant {
+				delete(o.open, e.Client)
+			}
+		}
+	case e.Type == history.ClientExit, e.Type == history.FaultStart && e.Fault == "crash-client":
+		delete(o.open, e.Client)
+	case e.Type == history.OK && e.Op == history.Acquire:
+		if h := o.open[e.Client]; h != nil {
+			h.depth++
+			return nil
+		}
+		b := &onlineHold{depth: 1, shared: e.Mode == history.ModeRead}
+		other := -1
+		for c, a := range o.open {
+			if !(a.shared && b.shared) && (other < 0 || c < other) {
+				other = c
+			}
+		}
+		o.open[e.Client] = b
+		if other >= 0 {
+			return &Anomaly{Kind: KindDoubleHolder, Severity: SeverityViolation, Clients: []int{other, e.Client}, Start: e.Time, End: e.Time,
+				Explanation: fmt.Sprintf("client %d was granted the lock while client %d held it", e.Client, other)}
+		}
+	}
+	return nil
+}

@@ -7,12 +7,14 @@ package clusters
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters/netns"
@@ -117,7 +119,21 @@ type Networked interface {
 // the host clock.
 type ClockShifter interface {
 	// ShiftClock sets the node's wall clock to real time + offset, at once.
+	// A node started without the clock shim returns ErrNoClockShim.
 	ShiftClock(offset time.Duration) error
+}
+
+// ErrNoClockShim is what ShiftClock returns (wrapped) for a node that runs
+// without the clock shim.
+var ErrNoClockShim = errors.New("runs without the clock shim")
+
+// Prober is a node, or a cluster, that can say whether it still serves as
+// it did when it started, before another run uses it: a node's server
+// process runs and is not stopped and answers its own protocol (a frozen
+// server accepts connections but never answers); a cluster's servers still
+// play their parts (Sentinel still names the first master).
+type Prober interface {
+	Probe(ctx context.Context) error
 }
 
 // ClockReader is a node that tells its wall clock as its server sees it
@@ -246,4 +262,21 @@ func MissingError(m []Requirement) error {
 	}
 	return fmt.Errorf("%s not found: install it with `apt-get install -y %s` (or run scripts/install.sh)",
 		strings.Join(bins, ", "), strings.Join(pkgs, " "))
+}
+
+// Each runs f on every node (of any backend's node type) at once and joins
+// the errors, in the nodes' order: how the backends start, wait for and
+// stop their servers, and how the pool checks them.
+func Each[N any](nodes []N, f func(N) error) error {
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(n)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

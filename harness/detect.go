@@ -25,12 +25,13 @@ type Detection struct {
 	Stopped bool `json:"stopped,omitempty"`
 }
 
-// detector runs checker.Incremental over the events of a run as they are
-// recorded, in its own goroutine: the recorder hands it each event without
+// detector runs checker.OnlineHolds (double holders) and
+// checker.Incremental (linearizability) over the events of a run as they
+// are recorded, in its own goroutine: the recorder hands it each event without
 // waiting (a queue of its own; the workload never waits for the checker).
 type detector struct {
 	info    history.RunInfo
-	holding map[int]*onlineHold // client -> its hold, as checker.Holds sees it
+	holds   *checker.OnlineHolds
 	inc     *checker.Incremental
 	rec     *history.Recorder
 	onFound func()
@@ -47,7 +48,7 @@ type detector struct {
 // runs once, in the detector's goroutine, when a violation is certain.
 func detect(rec *history.Recorder, info history.RunInfo, onFound func()) *detector {
 	d := &detector{
-		info: info, holding: map[int]*onlineHold{},
+		info: info, holds: checker.NewOnlineHolds(info),
 		inc: checker.NewIncremental(info, checker.DefaultOptions()), rec: rec, onFound: onFound,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
@@ -75,7 +76,10 @@ func (d *detector) loop() {
 			if e.Type == history.Note || d.found != nil {
 				continue
 			}
-			found := d.doubleHolder(e)
+			var found *Detection
+			if a := d.holds.Add(e); a != nil {
+				found = &Detection{ViolationAt: time.Duration(a.Start), CertainAt: time.Duration(e.Time), Clients: a.Clients, Kind: a.Kind}
+			}
 			// The online lock checker models an exclusive lock: read-write
 			// runs get the double-holder check only.
 			if !d.info.ReadWrite {
@@ -118,51 +122,4 @@ func (d *detector) finish() *Detection {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.found
-}
-
-// onlineHold is a hold still open.
-type onlineHold struct {
-	start  int64
-	depth  int
-	shared bool
-}
-
-// doubleHolder follows the holds as checker.Holds defines them (from an
-// acquire's ok to the client's next release invocation, its crash or its
-// exit) and returns a double holder as soon as a client is granted the
-// lock while another surely holds it. Runs whose clients check their own
-// validity (their holds may end earlier than a release) are left to the
-// final check.
-func (d *detector) doubleHolder(e history.Event) *Detection {
-	if d.info.ChecksValidity {
-		return nil
-	}
-	switch {
-	case e.Type == history.Invoke && e.Op == history.Release:
-		if h := d.holding[e.Client]; h != nil {
-			if h.depth--; h.depth <= 0 || !d.info.Reentrant {
-				delete(d.holding, e.Client)
-			}
-		}
-	case e.Type == history.ClientExit, e.Type == history.FaultStart && e.Fault == "crash-client":
-		delete(d.holding, e.Client)
-	case e.Type == history.OK && e.Op == history.Acquire:
-		if h := d.holding[e.Client]; h != nil {
-			h.depth++
-			return nil
-		}
-		b := &onlineHold{start: e.Time, depth: 1, shared: e.Mode == history.ModeRead}
-		var found *Detection
-		for c, a := range d.holding {
-			if a.shared && b.shared {
-				continue
-			}
-			if found == nil || c < found.Clients[0] {
-				found = &Detection{ViolationAt: time.Duration(e.Time), CertainAt: time.Duration(e.Time), Clients: []int{c, e.Client}, Kind: checker.KindDoubleHolder}
-			}
-		}
-		d.holding[e.Client] = b
-		return found
-	}
-	return nil
 }

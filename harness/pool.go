@@ -1,13 +1,10 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -504,139 +501,33 @@ func pooledRun(cl clusters.Cluster) (dir string, reused bool) {
 }
 
 // Healthy checks a started cluster before another run uses it: every
-// server process runs and is not stopped, and answers its own protocol (a
-// frozen server accepts connections but never answers); clock shims are
-// set back to +0; a Sentinel topology's Sentinels still name the first
-// master.
+// node and the cluster itself pass their probe (clusters.Prober: every
+// server process runs and is not stopped and answers its own protocol; a
+// Sentinel topology's Sentinels still name the first master), and clock
+// shims are set back to +0.
 func Healthy(ctx context.Context, cl clusters.Cluster) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	nodes := cl.Nodes()
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = nodeHealthy(ctx, n)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := clusters.Each(cl.Nodes(), func(n clusters.Node) error { return nodeHealthy(ctx, n) }); err != nil {
 		return err
 	}
-	if cl.Topology() == "redis-sentinel" {
-		return sentinelMaster(ctx, nodes)
+	if p, ok := cl.(clusters.Prober); ok {
+		return p.Probe(ctx)
 	}
 	return nil
 }
 
 func nodeHealthy(ctx context.Context, n clusters.Node) error {
-	pid := n.PID()
-	if pid == 0 {
-		return fmt.Errorf("%s is down", n.Name())
+	p, ok := n.(clusters.Prober)
+	if !ok {
+		return fmt.Errorf("%s has no health probe", n.Name())
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return fmt.Errorf("%s (pid %d) is gone", n.Name(), pid)
-	}
-	if s := string(b); strings.LastIndexByte(s, ')') > 0 {
-		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] != "S" && f[0] != "R" && f[0] != "D" {
-			return fmt.Errorf("%s (pid %d) is in state %s", n.Name(), pid, f[0])
-		}
+	if err := p.Probe(ctx); err != nil {
+		return err
 	}
 	if cs, ok := n.(clusters.ClockShifter); ok {
-		if err := cs.ShiftClock(0); err != nil && !strings.Contains(err.Error(), "without the clock shim") {
+		if err := cs.ShiftClock(0); err != nil && !errors.Is(err, clusters.ErrNoClockShim) {
 			return fmt.Errorf("%s: clock back to +0: %w", n.Name(), err)
-		}
-	}
-	var req, want string
-	switch kind, _, _ := strings.Cut(n.Name(), "-"); kind {
-	case "redis", "sentinel":
-		req, want = "PING\r\n", "+PONG"
-	case "zk":
-		req, want = "srvr", "Mode: " // only a member of a serving quorum says its mode
-	case "etcd":
-		req, want = "GET /health HTTP/1.0\r\n\r\n", `"health":"true"`
-	case "mysql":
-		want = "MariaDB" // the server speaks first: its handshake names its version
-	}
-	reply, err := ask(ctx, n, req, want)
-	if err != nil {
-		return fmt.Errorf("%s: %w", n.Name(), err)
-	}
-	if !strings.Contains(reply, want) {
-		return fmt.Errorf("%s answered %q", n.Name(), reply)
-	}
-	return nil
-}
-
-// ask sends req to node n and reads until want arrives, the server closes
-// or the deadline passes. A node in its own namespace is dialled from that
-// namespace: a namespace address is never dialled from the root namespace.
-func ask(ctx context.Context, n clusters.Node, req, want string) (string, error) {
-	var conn net.Conn
-	var err error
-	if h, ok := n.(clusters.Hosted); ok && h.Host() != nil {
-		conn, err = h.Host().Dial(n.Addr(), 2*time.Second)
-	} else {
-		conn, err = net.DialTimeout("tcp", n.Addr(), 2*time.Second)
-	}
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	deadline := time.Now().Add(2 * time.Second)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	_ = conn.SetDeadline(deadline)
-	if req != "" {
-		if _, err := io.WriteString(conn, req); err != nil {
-			return "", err
-		}
-	}
-	var got []byte
-	buf := make([]byte, 4096)
-	r := bufio.NewReader(conn)
-	for !strings.Contains(string(got), want) {
-		k, err := r.Read(buf)
-		got = append(got, buf[:k]...)
-		if err != nil {
-			if len(got) > 0 {
-				break
-			}
-			return "", err
-		}
-	}
-	return string(got), nil
-}
-
-// sentinelMaster checks that every Sentinel still names redis-1, the
-// master the topology started with.
-func sentinelMaster(ctx context.Context, nodes []clusters.Node) error {
-	var master string
-	for _, n := range nodes {
-		if n.Name() == "redis-1" {
-			master = n.Addr()
-		}
-	}
-	host, port, err := net.SplitHostPort(master)
-	if err != nil {
-		return fmt.Errorf("no first master: %v", err)
-	}
-	for _, n := range nodes {
-		if !strings.HasPrefix(n.Name(), "sentinel-") {
-			continue
-		}
-		reply, err := ask(ctx, n, "SENTINEL get-master-addr-by-name "+clusters.SentinelMaster+"\r\n", "\r\n"+port+"\r\n")
-		if err != nil {
-			return fmt.Errorf("%s: %w", n.Name(), err)
-		}
-		// The host too: in network namespaces every data node listens on
-		// the same port.
-		if !strings.Contains(reply, "\r\n"+host+"\r\n") || !strings.Contains(reply, "\r\n"+port+"\r\n") {
-			return fmt.Errorf("%s names another master: %q", n.Name(), reply)
 		}
 	}
 	return nil

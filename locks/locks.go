@@ -114,6 +114,19 @@ type Config struct {
 	Rand      *rand.Rand    // seeded randomness (owner ids, jitter)
 	// Params are scheme-specific settings from the run (Hello.Params).
 	Params map[string]string
+	// Server is what the topology set up for its clients besides the
+	// addresses; the worker fills it in (workloads.ServerSettings).
+	Server ServerSettings
+}
+
+// ServerSettings are what a topology sets up for its clients besides the
+// addresses. A scheme gets them from whoever started the servers instead
+// of knowing them itself, so that locks needs nothing of clusters.
+type ServerSettings struct {
+	// The account and database the MySQL topologies create for clients.
+	MySQLUser, MySQLPassword, MySQLDatabase string
+	// SentinelMaster is the name the Sentinels monitor the master under.
+	SentinelMaster string
 }
 
 // Scheme describes a lock scheme.

@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/workloads"
 )
 
 // startRedis starts a private redis-server for one test.
@@ -39,7 +40,7 @@ func newLock(tb testing.TB, s locks.Scheme, addr string, client int, ttl time.Du
 // newLockOn is newLock on several addresses (e.g. the sentinels).
 func newLockOn(tb testing.TB, s locks.Scheme, addrs []string, client int, ttl time.Duration, fence bool) locks.Lock {
 	tb.Helper()
-	l, err := s.New(locks.Config{Addrs: addrs, Key: "k:" + s.Name, TTL: ttl, Fence: fence, OpTimeout: time.Second, Client: client})
+	l, err := s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: addrs, Key: "k:" + s.Name, TTL: ttl, Fence: fence, OpTimeout: time.Second, Client: client})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = l.Close() })
 	return l
@@ -143,7 +144,7 @@ func TestDefiniteAndIndeterminateErrors(t *testing.T) {
 	require.Equal(t, history.ReasonError, reason)
 
 	// A frozen server: the request was sent, the outcome is unknown.
-	l, err := s.New(locks.Config{Addrs: cl.Addrs(), Key: "k", TTL: time.Second, OpTimeout: 200 * time.Millisecond, Client: 1})
+	l, err := s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: cl.Addrs(), Key: "k", TTL: time.Second, OpTimeout: 200 * time.Millisecond, Client: 1})
 	require.NoError(t, err)
 	defer l.Close()
 	_, err = l.Acquire(ctx) // warm the connection
@@ -191,34 +192,66 @@ func TestRedlock(t *testing.T) {
 	require.True(t, ok)
 	ctx := context.Background()
 	mk := func(client int) locks.Lock {
-		l, err := s.New(locks.Config{Addrs: cl.Addrs(), Key: "rl", TTL: 2 * time.Second, OpTimeout: time.Second, Client: client})
+		l, err := s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: cl.Addrs(), Key: "rl", TTL: 2 * time.Second, OpTimeout: time.Second, Client: client})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = l.Close() })
 		return l
 	}
 	a, b := mk(1), mk(2)
-	la, err := a.Acquire(ctx)
-	require.NoError(t, err)
-	require.Len(t, la.Nodes, 5)
-	require.WithinDuration(t, time.Now().Add(2*time.Second), la.ValidUntil, 100*time.Millisecond)
+	var la locks.Lease
+	var t0, t1 time.Time
+	acquireAnswered(t, func() (err error) {
+		t0 = time.Now()
+		la, err = a.Acquire(ctx)
+		t1 = time.Now()
+		return err
+	})
+	// Every master granted, or (a busy machine) a majority.
+	require.GreaterOrEqual(t, len(la.Nodes), 3)
+	// Valid for the TTL less the drift (TTL/100 + 2 ms) from the acquire's
+	// start, however long the acquire took (a busy machine's is slow).
+	validity := 2*time.Second - (2*time.Second/100 + 2*time.Millisecond)
+	require.False(t, la.ValidUntil.Before(t0.Add(validity)) || la.ValidUntil.After(t1.Add(validity)),
+		"valid until %s, want %s after a start within [%s, %s]", la.ValidUntil, validity, t0, t1)
 	_, err = b.Acquire(ctx)
-	requireRefused(t, err)
+	if !errors.Is(err, locks.ErrIndeterminate) { // (too slow to tell: not granted either)
+		requireRefused(t, err)
+	}
 
 	// Two of five masters down: a majority still decides.
 	require.NoError(t, cl.Nodes()[0].Kill())
 	require.NoError(t, cl.Nodes()[1].Kill())
 	_, err = a.Release(ctx, la)
 	require.NoError(t, err)
-	lb, err := b.Acquire(ctx)
-	require.NoError(t, err)
+	var lb locks.Lease
+	acquireAnswered(t, func() (err error) { lb, err = b.Acquire(ctx); return err })
 	require.Len(t, lb.Nodes, 3)
 	// Three down: no majority, and a definite failure.
 	require.NoError(t, cl.Nodes()[2].Kill())
 	_, err = a.Acquire(ctx)
 	require.Error(t, err)
 
-	_, err = s.New(locks.Config{Addrs: cl.Addrs(), Fence: true, TTL: time.Second})
+	_, err = s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: cl.Addrs(), Fence: true, TTL: time.Second})
 	require.ErrorContains(t, err, "no fencing token")
+}
+
+// acquireAnswered runs acquire (a Redlock acquire with a 2 s TTL) until
+// the masters answer in time: Redlock's per-node timeout is 50 ms, which a
+// busy machine's first connections can miss, and then nothing is granted
+// (outcome unknown, or contended when the keys of the attempt before are
+// still there). Each retry waits for those keys to expire. Five attempts
+// at most.
+func acquireAnswered(t *testing.T, acquire func() error) {
+	t.Helper()
+	var err error
+	for range 5 {
+		if err = acquire(); err == nil || !errors.Is(err, locks.ErrIndeterminate) && !errors.Is(err, locks.ErrContended) {
+			break
+		}
+		t.Logf("the masters did not answer in time (%v): again once the attempt's keys expired", err)
+		time.Sleep(2100 * time.Millisecond)
+	}
+	require.NoError(t, err)
 }
 
 // requireRefused checks a failed try-lock: held by somebody, or contended

@@ -6,11 +6,12 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"github.com/locktest/locktest/clusters/recipe"
 	"hash/fnv"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/locktest/locktest/internal/params"
 )
 
 // The MySQL schemes run on MariaDB through github.com/go-sql-driver/mysql,
@@ -40,14 +41,6 @@ import (
 
 // mysqlAlso lists the topologies the MySQL schemes run on besides "mysql".
 var mysqlAlso = []string{"mysql-replicated"}
-
-// The account and database the mysql topologies create for clients
-// (clusters/local/mysql.go has the same).
-const (
-	mysqlUser     = "locktest"
-	mysqlPassword = "locktest"
-	mysqlDatabase = "locktest"
-)
 
 // MariaDB error numbers the schemes act on.
 const (
@@ -80,18 +73,21 @@ func newMySQLBase(c Config, schema func(ctx context.Context, c *sql.Conn) error)
 	if len(c.Addrs) == 0 {
 		return nil, errors.New("mysql scheme needs a server address")
 	}
+	if c.Server.MySQLUser == "" {
+		return nil, errors.New("mysql scheme needs the account the topology made (Config.Server)")
+	}
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = time.Second
 	}
 	b := &mysqlBase{cfg: c, schema: schema, ready: make([]bool, len(c.Addrs))}
-	n, _, err := recipe.SecondsParam(c.Params, "lock_wait")
+	n, _, err := params.Seconds(c.Params, "lock_wait")
 	if err != nil {
 		return nil, err
 	}
 	b.lockWait = n
 	for _, addr := range c.Addrs {
 		cfg := mysql.NewConfig()
-		cfg.User, cfg.Passwd, cfg.DBName = mysqlUser, mysqlPassword, mysqlDatabase
+		cfg.User, cfg.Passwd, cfg.DBName = c.Server.MySQLUser, c.Server.MySQLPassword, c.Server.MySQLDatabase
 		cfg.Net, cfg.Addr = "tcp", addr
 		cfg.Timeout = c.OpTimeout
 		// Each operation has its context deadline; these only back it up.

@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/locks"
+	"github.com/locktest/locktest/workloads"
 )
 
 // startMySQL starts a private MariaDB topology for one test. Its run
@@ -51,7 +52,7 @@ func mysqlSchemes() []locks.Scheme {
 
 func newMySQLLock(tb testing.TB, s locks.Scheme, addrs []string, client int, ttl time.Duration, fence bool) locks.Lock {
 	tb.Helper()
-	l, err := s.New(locks.Config{Addrs: addrs, Key: "k:" + s.Name, TTL: ttl, Fence: fence, OpTimeout: time.Second, Client: client,
+	l, err := s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: addrs, Key: "k:" + s.Name, TTL: ttl, Fence: fence, OpTimeout: time.Second, Client: client,
 		Params: map[string]string{}})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = l.Close() })
@@ -222,7 +223,7 @@ func TestMySQLErrors(t *testing.T) {
 	}
 	t.Run("frozen server", func(t *testing.T) {
 		s, _ := locks.Lookup("mysql-unique")
-		l, err := s.New(locks.Config{Addrs: cl.Addrs(), Key: "frozen", TTL: time.Second, OpTimeout: 300 * time.Millisecond, Client: 1})
+		l, err := s.New(locks.Config{Server: workloads.ServerSettings(), Addrs: cl.Addrs(), Key: "frozen", TTL: time.Second, OpTimeout: 300 * time.Millisecond, Client: 1})
 		require.NoError(t, err)
 		defer l.Close()
 		la, err := l.Acquire(ctx) // warms the connection

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/locktest/locktest/clusters"
 )
 
 // newSentinelLua is the textbook lock (SET NX PX, Lua compare-and-delete)
@@ -25,11 +23,14 @@ func newSentinelLua(c Config) (Lock, error) {
 	if len(c.Addrs) == 0 {
 		return nil, errors.New("redis-sentinel scheme needs the sentinels' addresses")
 	}
+	if c.Server.SentinelMaster == "" {
+		return nil, errors.New("redis-sentinel scheme needs the name Sentinel monitors the master under (Config.Server)")
+	}
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = time.Second
 	}
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:            clusters.SentinelMaster,
+		MasterName:            c.Server.SentinelMaster,
 		SentinelAddrs:         c.Addrs,
 		MaxRetries:            -1,
 		DialTimeout:           c.OpTimeout,

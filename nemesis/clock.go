@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/protocol"
 	"github.com/locktest/locktest/workloads"
 )
@@ -46,119 +48,148 @@ func ParseClockDirections(s string) ([]int, error) {
 }
 
 func (*clock) Run(ctx context.Context, env *Env) error {
-	r := rng(env, "clock")
-	dirs, err := ParseClockDirections(env.Params["clock"])
-	if err != nil {
+	c := &clockRun{env: env, ctx: ctx, r: rng(env, "clock"), nodes: env.Cluster.Nodes(), byAddr: map[string]clusters.Node{}, failed: make(chan struct{})}
+	var err error
+	if c.dirs, err = ParseClockDirections(env.Params["clock"]); err != nil {
 		return err
 	}
-	nodes := env.Cluster.Nodes()
-	byAddr := map[string]clusters.Node{}
-	for _, n := range nodes {
+	for _, n := range c.nodes {
 		if _, ok := n.(clusters.ClockShifter); !ok {
 			return fmt.Errorf("%s cannot shift its clock", n.Name())
 		}
-		byAddr[n.Addr()] = n
+		c.byAddr[n.Addr()] = n
 	}
-	quorum := len(nodes)/2 + 1
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	busy, closed := false, false
-	var fatal error // a shift that did not take effect: the run fails
-	failed := make(chan struct{})
-	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
-	env.Workload.OnAcquire(func(p *workloads.Process) {
-		mu.Lock()
-		if closed || busy || fatal != nil || time.Now().Before(next) {
-			mu.Unlock()
-			return
-		}
-		granted := nodes
-		if g := p.Grant().Nodes; len(g) > 0 {
-			granted = nil
-			for _, a := range g {
-				if n, ok := byAddr[a]; ok {
-					granted = append(granted, n)
-				}
-			}
-		}
-		k := quorum - (len(nodes) - len(granted))
-		if k < 1 {
-			k = 1
-		}
-		if k > len(granted) {
-			mu.Unlock()
-			return
-		}
-		order := r.Perm(len(granted))
-		var targets []clusters.Node
-		for _, i := range order[:k] {
-			targets = append(targets, granted[i])
-		}
-		jump := scaled(r, env.TTL, 1, 3).Round(time.Millisecond) * time.Duration(dirs[r.IntN(len(dirs))])
-		d := scaled(r, env.TTL, 1.5, 3)
-		cool := scaled(r, env.TTL, 1, 2)
-		busy = true
-		wg.Add(1)
-		mu.Unlock()
-
-		var names []string
-		for _, n := range targets {
-			names = append(names, n.Name())
-		}
-		// Recorded first: the fault is in effect from the first shift on.
-		end := fault(env, "clock", strings.Join(names, ","), 0, fmt.Sprintf("wall clock %s right after client %d's grant", signed(jump), p.ID))
-		var errs []error
-		for _, n := range targets {
-			errs = append(errs, n.(clusters.ClockShifter).ShiftClock(jump))
-		}
-		shiftErr := errors.Join(errs...)
-		go func() {
-			defer wg.Done()
-			err := shiftErr
-			if err == nil {
-				err = checkShift(ctx, targets, jump)
-				if err != nil {
-					mu.Lock()
-					if fatal == nil {
-						fatal = err
-						close(failed)
-					}
-					mu.Unlock()
-				}
-			}
-			if err == nil {
-				sleepCtx(ctx, d)
-			}
-			var errs []error
-			for _, n := range targets {
-				errs = append(errs, n.(clusters.ClockShifter).ShiftClock(0))
-			}
-			resetErr := errors.Join(errs...)
-			switch {
-			case err != nil:
-				// A fault that shifted nothing did not strike (the
-				// checker reads "failed").
-				end("failed: " + err.Error())
-			case resetErr != nil:
-				end("reset failed: " + resetErr.Error())
-			default:
-				end("clocks back to real time")
-			}
-			mu.Lock()
-			busy = false
-			next = time.Now().Add(cool)
-			mu.Unlock()
-		}()
-	})
+	c.next = time.Now().Add(between(c.r, 500*time.Millisecond, time.Second))
+	env.Workload.OnAcquire(c.strike)
 	select {
 	case <-ctx.Done():
-	case <-failed: // no need to wait for the time limit
+	case <-c.failed: // no need to wait for the time limit
 	}
-	mu.Lock()
-	closed = true
-	mu.Unlock()
-	wg.Wait()
-	return fatal
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.wg.Wait()
+	return c.fatal
+}
+
+// clockRun is one run of the clock fault: one shift at a time, struck
+// right after a grant (OnAcquire).
+type clockRun struct {
+	env    *Env
+	ctx    context.Context
+	nodes  []clusters.Node
+	byAddr map[string]clusters.Node
+	dirs   []int         // the directions a jump may take (ParseClockDirections)
+	failed chan struct{} // closed when a shift did not take effect
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	r      *rand.Rand // drawn from under mu (the hook runs in the workload)
+	busy   bool       // a shift is in effect
+	closed bool       // the run is ending
+	fatal  error      // a shift that did not take effect: the run fails
+	next   time.Time  // no shift before
+}
+
+// clockShift is one drawn shift.
+type clockShift struct {
+	targets []clusters.Node
+	jump    time.Duration // the offset
+	d, cool time.Duration // how long it lasts, and the pause after it
+}
+
+// strike (OnAcquire) shifts the clocks of just enough of the servers that
+// granted p's lock for another client to win a majority, when a shift is
+// due, and sets them back in the background.
+func (c *clockRun) strike(p *workloads.Process) {
+	sh, ok := c.draw(p)
+	if !ok {
+		return
+	}
+	var names []string
+	for _, n := range sh.targets {
+		names = append(names, n.Name())
+	}
+	// Recorded first: the fault is in effect from the first shift on.
+	end := fault(c.env, "clock", strings.Join(names, ","), 0, fmt.Sprintf("wall clock %s right after client %d's grant", signed(sh.jump), p.ID))
+	shiftErr := shiftAll(sh.targets, sh.jump)
+	go c.hold(sh, shiftErr, end)
+}
+
+// draw takes the shift slot and draws the next shift, when one is due.
+func (c *clockRun) draw(p *workloads.Process) (clockShift, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.busy || c.fatal != nil || time.Now().Before(c.next) {
+		return clockShift{}, false
+	}
+	granted := c.nodes
+	if g := p.Grant().Nodes; len(g) > 0 {
+		granted = nil
+		for _, a := range g {
+			if n, ok := c.byAddr[a]; ok {
+				granted = append(granted, n)
+			}
+		}
+	}
+	k := max(1, len(c.nodes)/2+1-(len(c.nodes)-len(granted)))
+	if k > len(granted) {
+		return clockShift{}, false
+	}
+	var sh clockShift
+	for _, i := range c.r.Perm(len(granted))[:k] {
+		sh.targets = append(sh.targets, granted[i])
+	}
+	sh.jump = scaled(c.r, c.env.TTL, 1, 3).Round(time.Millisecond) * time.Duration(c.dirs[c.r.IntN(len(c.dirs))])
+	sh.d = scaled(c.r, c.env.TTL, 1.5, 3)
+	sh.cool = scaled(c.r, c.env.TTL, 1, 2)
+	c.busy = true
+	c.wg.Add(1)
+	return sh, true
+}
+
+// hold checks that the shift took effect, keeps it sh.d, sets the clocks
+// back, ends the fault and frees the slot.
+func (c *clockRun) hold(sh clockShift, err error, end func(string)) {
+	defer c.wg.Done()
+	if err == nil {
+		if err = checkShift(c.ctx, sh.targets, sh.jump); err != nil {
+			c.mu.Lock()
+			if c.fatal == nil {
+				c.fatal = err
+				close(c.failed)
+			}
+			c.mu.Unlock()
+		}
+	}
+	if err == nil {
+		sleep.For(c.ctx, sh.d)
+	}
+	resetErr := shiftAll(sh.targets, 0)
+	switch {
+	case err != nil:
+		// A fault that shifted nothing did not strike (the checker reads
+		// "failed").
+		end("failed: " + err.Error())
+	case resetErr != nil:
+		end("reset failed: " + resetErr.Error())
+	default:
+		end("clocks back to real time")
+	}
+	c.mu.Lock()
+	c.busy = false
+	c.next = time.Now().Add(sh.cool)
+	c.mu.Unlock()
+}
+
+// shiftAll sets the clocks of nodes (every one a clusters.ClockShifter) to
+// real time + offset.
+func shiftAll(nodes []clusters.Node, offset time.Duration) error {
+	var errs []error
+	for _, n := range nodes {
+		errs = append(errs, n.(clusters.ClockShifter).ShiftClock(offset))
+	}
+	return errors.Join(errs...)
 }
 
 // checkShift reads the clocks of the targets that can tell theirs and says

@@ -3,12 +3,14 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -67,68 +69,92 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 		}
 		failPrimary, how, back = iso.IsolatePrimary, "isolate", "healed, came back with its stale data and rejoined as a replica"
 	}
-	r := rng(env, "failover")
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	var firstErr error
-	busy, closed := false, false
-	next := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		// busy stays set: no more failovers on a broken topology.
-	}
-	env.Workload.OnAcquire(func(p *workloads.Process) {
-		mu.Lock()
-		if closed || busy || time.Now().Before(next) {
-			mu.Unlock()
-			return
-		}
-		busy = true
-		down := between(r, time.Second, 2*time.Second)
-		cool := between(r, time.Second, 2*time.Second)
-		// Added under the lock that Run takes before it waits: a failover
-		// begun here has rejoined before Run returns.
-		wg.Add(1)
-		mu.Unlock()
-		end := fault(env, "failover", "primary", p.ID, fmt.Sprintf("%s the primary right after client %d's grant and promote a replica", how, p.ID))
-		// The holder goes on while the topology fails over, as it would.
-		go func() {
-			defer wg.Done()
-			fctx, cancel := context.WithTimeout(context.Background(), failoverLimit)
-			line, err := failPrimary(fctx)
-			cancel()
-			if err != nil {
-				end("failover failed: " + err.Error())
-				fail(fmt.Errorf("fail primary: %w", err))
-				return
-			}
-			env.Recorder.Record(history.Event{Type: history.Note, Client: p.ID, Detail: history.FailoverNote + line}, nil)
-			// Down for a while, even when the run is ending: the cluster is
-			// whole again before Run returns.
-			sleepCtx(ctx, down)
-			rctx, cancel := context.WithTimeout(context.Background(), failoverLimit)
-			err = fo.Rejoin(rctx)
-			cancel()
-			if err != nil {
-				end(line + "; rejoin failed: " + err.Error())
-				fail(fmt.Errorf("rejoin: %w", err))
-				return
-			}
-			end(line + "; the old primary " + back)
-			mu.Lock()
-			busy = false
-			next = time.Now().Add(cool)
-			mu.Unlock()
-		}()
-	})
+	f := &failoverRun{env: env, ctx: ctx, fo: fo, failPrimary: failPrimary, how: how, back: back, r: rng(env, "failover")}
+	f.next = time.Now().Add(between(f.r, 500*time.Millisecond, time.Second))
+	env.Workload.OnAcquire(f.strike)
 	<-ctx.Done()
-	mu.Lock()
-	closed = true
-	mu.Unlock()
-	wg.Wait()
-	return firstErr
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.wg.Wait()
+	return f.firstErr
+}
+
+// failoverRun is one run of the failover fault: one failover at a time,
+// begun right after a grant (OnAcquire).
+type failoverRun struct {
+	env         *Env
+	ctx         context.Context
+	fo          clusters.Failoverer
+	failPrimary func(context.Context) (string, error) // FailPrimary, or IsolatePrimary
+	how, back   string                                // what the fault's detail says
+	wg          sync.WaitGroup
+
+	mu       sync.Mutex
+	r        *rand.Rand // drawn from under mu (the hook runs in the workload)
+	busy     bool       // a failover is under way (or the topology broke)
+	closed   bool       // the run is ending
+	firstErr error
+	next     time.Time // no failover before
+}
+
+// strike (OnAcquire) fails the primary right after client p's grant, when
+// a failover is due; the holder goes on while the topology fails over, as
+// it would.
+func (f *failoverRun) strike(p *workloads.Process) {
+	f.mu.Lock()
+	if f.closed || f.busy || time.Now().Before(f.next) {
+		f.mu.Unlock()
+		return
+	}
+	f.busy = true
+	down := between(f.r, time.Second, 2*time.Second)
+	cool := between(f.r, time.Second, 2*time.Second)
+	// Added under the lock that Run takes before it waits: a failover
+	// begun here has rejoined before Run returns.
+	f.wg.Add(1)
+	f.mu.Unlock()
+	end := fault(f.env, "failover", "primary", p.ID, fmt.Sprintf("%s the primary right after client %d's grant and promote a replica", f.how, p.ID))
+	go f.failover(p.ID, end, down, cool)
+}
+
+// failover fails the primary, keeps it down for down, rejoins it and ends
+// the fault; after a failure the topology takes no more failovers.
+func (f *failoverRun) failover(client int, end func(string), down, cool time.Duration) {
+	defer f.wg.Done()
+	fctx, cancel := context.WithTimeout(context.Background(), failoverLimit)
+	line, err := f.failPrimary(fctx)
+	cancel()
+	if err != nil {
+		end("failover failed: " + err.Error())
+		f.fail(fmt.Errorf("fail primary: %w", err))
+		return
+	}
+	f.env.Recorder.Record(history.Event{Type: history.Note, Client: client, Detail: history.FailoverNote + line}, nil)
+	// Down for a while, even when the run is ending: the cluster is whole
+	// again before Run returns.
+	sleep.For(f.ctx, down)
+	rctx, cancel := context.WithTimeout(context.Background(), failoverLimit)
+	err = f.fo.Rejoin(rctx)
+	cancel()
+	if err != nil {
+		end(line + "; rejoin failed: " + err.Error())
+		f.fail(fmt.Errorf("rejoin: %w", err))
+		return
+	}
+	end(line + "; the old primary " + f.back)
+	f.mu.Lock()
+	f.busy = false
+	f.next = time.Now().Add(cool)
+	f.mu.Unlock()
+}
+
+// fail keeps the first error; busy stays set: no more failovers on a
+// broken topology.
+func (f *failoverRun) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.firstErr == nil {
+		f.firstErr = err
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/protocol"
 	"github.com/locktest/locktest/workloads"
@@ -223,7 +224,7 @@ func (f *clientFault) waiting(p *workloads.Process, op history.Op) {
 	id := p.LastRequest() + 1
 	go func() {
 		// Granted or refused at once: not a waiter.
-		if !sleepCtx(f.ctx, waitingGrace) || p.InFlight() != id || p.Pause() != nil {
+		if !sleep.For(f.ctx, waitingGrace) || p.InFlight() != id || p.Pause() != nil {
 			f.standDown()
 			return
 		}
@@ -329,7 +330,7 @@ func (f *clientFault) standDown() {
 func (f *clientFault) hold(p *workloads.Process, d time.Duration, end func(string)) {
 	defer f.wg.Done()
 	detail := "SIGCONT"
-	if !sleepCtx(f.ctx, d) {
+	if !sleep.For(f.ctx, d) {
 		detail = "SIGCONT (run ending)"
 	}
 	_ = p.Resume()
@@ -378,7 +379,7 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 	nodes := env.Cluster.Nodes()
 	param := env.Params["pause-server"]
 	grants := grantSignal(env)
-	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
+	for sleep.For(ctx, between(r, time.Second, 3*time.Second)) {
 		// Freeze right after a grant (as kill strikes): a server frozen
 		// while the lock is held is the case that tests the lock; one
 		// frozen while nobody held it proves nothing. The leader, when
@@ -422,7 +423,7 @@ func (*pauseServer) Run(ctx context.Context, env *Env) error {
 			release()
 			continue
 		}
-		sleepCtx(ctx, d)
+		sleep.For(ctx, d)
 		err := n.Resume()
 		end(how[1])
 		release()
@@ -492,116 +493,135 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "kill")
 	nodes := env.Cluster.Nodes()
 	grants := grantSignal(env)
-	for sleepCtx(ctx, between(r, time.Second, 3*time.Second)) {
-		// Strike right after a grant: a server that forgets the lock
-		// while its holder has most of its hold still ahead hurts most
-		// (the killed servers come back before the holder is done). The
-		// leader, when that is the target, is found before the grant:
-		// asking the ensemble takes longer than a short hold.
-		var leader clusters.Node
-		if env.Params["kill"] == "leader" {
-			var err error
-			if leader, err = target(ctx, env, r, nodes, "leader"); err != nil {
-				if ctx.Err() != nil {
-					return nil // the run ended while an election was under way
-				}
-				return err
+	for sleep.For(ctx, between(r, time.Second, 3*time.Second)) {
+		victims, err := killVictims(ctx, env, r, nodes, grants)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // the run ended (while an election was under way)
 			}
-		}
-		waitForGrant(ctx, env, grants, 2*env.TTL)
-		victims := []clusters.Node{leader}
-		if leader == nil {
-			var err error
-			if victims, err = killTargets(ctx, env, r, nodes); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-		}
-		down := between(r, 300*time.Millisecond, time.Second)
-		var releases []func()
-		releaseAll := func() {
-			for _, rel := range releases {
-				rel()
-			}
-		}
-		busy := false
-		for _, n := range victims {
-			release, holder, ok := env.claimNode(n.Name(), "kill")
-			if !ok {
-				skipped(env, "kill", n.Name(), holder+" is acting on it")
-				busy = true
-				break
-			}
-			releases = append(releases, release)
-		}
-		if busy {
-			releaseAll()
-			continue
-		}
-		names := make([]string, 0, len(victims))
-		for _, n := range victims {
-			names = append(names, n.Name())
-		}
-		// Recorded as the kill is sent: on some backends it takes a
-		// while to land (docker kill: 50-300 ms).
-		detail := fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond))
-		if p, ok := env.Cluster.(clusters.Primaried); ok {
-			// Whether the clients' sessions went with it (the checker
-			// reads this: history.KilledPrimary).
-			if slices.ContainsFunc(victims, func(n clusters.Node) bool { return n.Name() == p.Primary().Name() }) {
-				detail += ", " + history.KilledPrimary
-			} else {
-				detail += ", " + history.KilledReplica
-			}
-		}
-		end := fault(env, "kill", strings.Join(names, ","), 0, detail)
-		var errs []error
-		killed := make([]clusters.Node, 0, len(victims))
-		for _, n := range victims {
-			if err := n.Kill(); err != nil {
-				errs = append(errs, fmt.Errorf("kill %s: %w", n.Name(), err))
-				break
-			}
-			killed = append(killed, n)
-		}
-		if len(errs) == 0 {
-			sleepCtx(ctx, down)
-		}
-		// Restart even when the run is ending (or a kill failed): the
-		// cluster must be whole for a clean stop. A fresh context bounds
-		// the restarts.
-		rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		keeps := true
-		for _, n := range killed {
-			if err := n.Restart(rctx); err != nil {
-				errs = append(errs, fmt.Errorf("restart %s: %w", n.Name(), err))
-			}
-			if k, ok := n.(interface{ KeepsData() bool }); !ok || !k.KeepsData() {
-				keeps = false
-			}
-		}
-		cancel()
-		// The fault ends before the servers are free for another: a
-		// fault waiting its turn starts after this one ended.
-		if err := errors.Join(errs...); err != nil {
-			if len(killed) > 0 {
-				end("struck, then failed: " + err.Error()) // some server did go down
-			} else {
-				end("failed: " + err.Error())
-			}
-			releaseAll()
 			return err
 		}
-		if keeps {
-			end("restarted with its data")
-		} else {
-			end("restarted")
+		down := between(r, 300*time.Millisecond, time.Second)
+		release, ok := claimNodes(env, "kill", victims)
+		if !ok {
+			continue
 		}
-		releaseAll()
+		err = strike(ctx, env, victims, down)
+		release()
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// killVictims picks the servers the next kill hits, right after a grant:
+// a server that forgets the lock while its holder has most of its hold
+// still ahead hurts most (the killed servers come back before the holder
+// is done). The leader, when that is the target, is found before the
+// grant: asking the ensemble takes longer than a short hold.
+func killVictims(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node, grants chan struct{}) ([]clusters.Node, error) {
+	var leader clusters.Node
+	if env.Params["kill"] == "leader" {
+		var err error
+		if leader, err = target(ctx, env, r, nodes, "leader"); err != nil {
+			return nil, err
+		}
+	}
+	waitForGrant(ctx, env, grants, 2*env.TTL)
+	if leader != nil {
+		return []clusters.Node{leader}, nil
+	}
+	return killTargets(ctx, env, r, nodes)
+}
+
+// claimNodes reserves every one of nodes for fault, or none (the turn is
+// skipped, and a note says which fault acts on the server).
+func claimNodes(env *Env, fault string, nodes []clusters.Node) (release func(), ok bool) {
+	var releases []func()
+	releaseAll := func() {
+		for _, rel := range releases {
+			rel()
+		}
+	}
+	for _, n := range nodes {
+		rel, holder, ok := env.claimNode(n.Name(), fault)
+		if !ok {
+			skipped(env, fault, n.Name(), holder+" is acting on it")
+			releaseAll()
+			return nil, false
+		}
+		releases = append(releases, rel)
+	}
+	return releaseAll, true
+}
+
+// strike kills victims at once, keeps them down for down and restarts
+// them, recording the kill as one fault.
+func strike(ctx context.Context, env *Env, victims []clusters.Node, down time.Duration) error {
+	names := make([]string, 0, len(victims))
+	for _, n := range victims {
+		names = append(names, n.Name())
+	}
+	// Recorded as the kill is sent: on some backends it takes a while to
+	// land (docker kill: 50-300 ms).
+	end := fault(env, "kill", strings.Join(names, ","), 0, killDetail(env, victims, down))
+	var errs []error
+	killed := make([]clusters.Node, 0, len(victims))
+	for _, n := range victims {
+		if err := n.Kill(); err != nil {
+			errs = append(errs, fmt.Errorf("kill %s: %w", n.Name(), err))
+			break
+		}
+		killed = append(killed, n)
+	}
+	if len(errs) == 0 {
+		sleep.For(ctx, down)
+	}
+	// Restart even when the run is ending (or a kill failed): the cluster
+	// must be whole for a clean stop. A fresh context bounds the restarts.
+	rctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	keeps := true
+	for _, n := range killed {
+		if err := n.Restart(rctx); err != nil {
+			errs = append(errs, fmt.Errorf("restart %s: %w", n.Name(), err))
+		}
+		if k, ok := n.(interface{ KeepsData() bool }); !ok || !k.KeepsData() {
+			keeps = false
+		}
+	}
+	cancel()
+	// The fault ends before the servers are free for another: a fault
+	// waiting its turn starts after this one ended.
+	if err := errors.Join(errs...); err != nil {
+		if len(killed) > 0 {
+			end("struck, then failed: " + err.Error()) // some server did go down
+		} else {
+			end("failed: " + err.Error())
+		}
+		return err
+	}
+	if keeps {
+		end("restarted with its data")
+	} else {
+		end("restarted")
+	}
+	return nil
+}
+
+// killDetail says how a kill of victims goes and, on a topology whose
+// clients' sessions live on its primary, whether the primary went with
+// it (the checker reads this: history.KilledPrimary).
+func killDetail(env *Env, victims []clusters.Node, down time.Duration) string {
+	detail := fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond))
+	if p, ok := env.Cluster.(clusters.Primaried); ok {
+		if slices.ContainsFunc(victims, func(n clusters.Node) bool { return n.Name() == p.Primary().Name() }) {
+			detail += ", " + history.KilledPrimary
+		} else {
+			detail += ", " + history.KilledReplica
+		}
+	}
+	return detail
 }
 
 // killTargets picks the servers a kill hits. When the current holder's
@@ -712,7 +732,7 @@ func waitForGrant(ctx context.Context, env *Env, grants chan struct{}, limit tim
 		return
 	case <-timer.C:
 	}
-	for env.Workload.Holders() == 0 && sleepCtx(ctx, 5*time.Millisecond) {
+	for env.Workload.Holders() == 0 && sleep.For(ctx, 5*time.Millisecond) {
 		select {
 		case <-grants:
 			return

@@ -17,6 +17,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -87,7 +88,7 @@ func (e *Env) awaitNode(ctx context.Context, name, fault string, limit time.Dura
 		h, busy := e.nodeBusy[name]
 		if !busy {
 			e.nodeMu.Unlock()
-			if waitedFor != "" && !sleepCtx(ctx, settle) {
+			if waitedFor != "" && !sleep.For(ctx, settle) {
 				return nil, waitedFor, false
 			}
 			if release, h, ok := e.claimNode(name, fault); ok {
@@ -422,17 +423,6 @@ func recordFault(env *Env, name, target string, client int, point, detail string
 	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, Client: client, Point: point, FaultID: id, Detail: detail}, nil)
 	return func(d string) {
 		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, Client: client, FaultID: id, Detail: d}, nil)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -65,284 +66,351 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	r := rng(env, "partition")
-	groups, addrs := serverGroups(env.Cluster)
-	var servers []*netns.Host
-	for _, g := range groups {
-		servers = append(servers, g...)
-	}
-	if len(servers) == 0 {
-		return errors.New("no server has a network namespace")
-	}
-
-	var mu sync.Mutex
-	active := false
-	closed := false
-	var wg sync.WaitGroup
-	// A partition that did not take effect (a connection went through it)
-	// ends the run: every later one would prove nothing either.
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var fatal error
-	// check probes a partition that just went in (stillConnected) and,
-	// when a connection still goes through, says so and stops the run.
-	check := func(pairs [][2]*netns.Host, d time.Duration) error {
-		if err := stillConnected(pairs, addrs, min(probeTimeout, d/3)); err != nil {
-			mu.Lock()
-			if fatal == nil {
-				fatal = err
-				stop()
-			}
-			mu.Unlock()
-			return err
-		}
-		return nil
-	}
-	// done frees the partition slot claim reserved.
-	done := func() {
-		mu.Lock()
-		active = false
-		mu.Unlock()
-		wg.Done()
-	}
-	// hold, in the background, probes the partition that just went in
-	// (pairs), keeps it d in all, heals it and ends its fault.
-	hold := func(end func(string), pairs [][2]*netns.Host, d time.Duration) {
-		go func() {
-			defer done()
-			t0 := time.Now()
-			perr := check(pairs, d)
-			if perr == nil {
-				sleepCtx(ctx, d-time.Since(t0)) // (the probe's time included)
-			}
-			herr := env.Net.Heal(context.Background())
-			detail := "healed"
-			switch {
-			case perr != nil:
-				// A partition that cut nothing did not strike (the
-				// checker reads "failed").
-				detail = "failed: " + perr.Error()
-			case herr != nil:
-				detail = "heal failed: " + herr.Error()
-			}
-			end(detail)
-		}()
-	}
-	// begin applies pairs, then heals them after d, in the background.
-	begin := func(shape, target string, client int, pairs [][2]*netns.Host, d time.Duration) {
-		// Recorded first: rules take effect while Block runs.
-		end := fault(env, "partition", target, client, fmt.Sprintf("%s for %s", shape, d.Round(time.Millisecond)))
-		if err := env.Net.Block(context.Background(), pairs); err != nil {
-			end("failed: " + err.Error())
-			done()
-			return
-		}
-		hold(end, pairs, d)
-	}
-	// claim reserves the next partition slot; false when one is active or
-	// the run is ending.
-	claim := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if active || closed || fatal != nil {
-			return false
-		}
-		active = true
-		wg.Add(1)
-		return true
-	}
-
-	// Aimed (gaps): on a topology with a master that Sentinels elect,
-	// without --param partition, the one shape that can hurt: a split
-	// with the master on the minority side and clients on both.
+	// Aimed: on a topology with a master that Sentinels elect, without
+	// --param partition, the one shape that can hurt: a split with the
+	// master on the minority side and clients on both.
 	master, aimed := env.Cluster.(mastered)
 	aimed = aimed && strings.TrimSpace(env.Params["partition"]) == ""
 	if aimed {
 		shapes = []string{"split"}
 	}
-	leader, hasLeader := env.Cluster.(clusters.Leader)
-	var holderShapes, timedShapes []string
-	for _, s := range shapes {
-		if s == "isolate-leader" && !hasLeader {
-			if len(shapes) == 1 {
-				return fmt.Errorf("partition isolate-leader: topology %s elects no leader", env.Cluster.Topology())
-			}
-			continue // drawn from every shape: not for this topology
-		}
-		if s == "isolate-holder" || s == "holder-minority" {
-			holderShapes = append(holderShapes, s)
-		} else if s == "lost-reply" || s == "lost-renewal" {
-			continue
-		} else {
-			timedShapes = append(timedShapes, s)
-		}
+	holderShapes, timedShapes, err := sortShapes(shapes, env.Cluster)
+	if err != nil {
+		return err
+	}
+	// A partition that did not take effect (a connection went through it)
+	// ends the run: every later one would prove nothing either.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	p := &partitioner{env: env, ctx: ctx, stop: stop, r: rng(env, "partition")}
+	if aimed {
+		p.master = master
+	}
+	p.groups, p.addrs = serverGroups(env.Cluster)
+	for _, g := range p.groups {
+		p.servers = append(p.servers, g...)
+	}
+	if len(p.servers) == 0 {
+		return errors.New("no server has a network namespace")
 	}
 	// Every draw from r happens under mu once the first hook is in place.
-	nextHolder := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
-	nextReply := time.Now().Add(between(r, 500*time.Millisecond, time.Second))
+	p.nextHolder = time.Now().Add(between(p.r, 500*time.Millisecond, time.Second))
+	p.nextReply = time.Now().Add(between(p.r, 500*time.Millisecond, time.Second))
 	if len(holderShapes) > 0 {
-		env.Workload.OnAcquire(func(p *workloads.Process) {
-			mu.Lock()
-			due := time.Now().After(nextHolder) && p.Host != nil
-			var shape string
-			var d time.Duration
-			var cut []*netns.Host
-			if due {
-				shape = holderShapes[r.IntN(len(holderShapes))]
-				d = scaled(r, env.TTL, 1.5, 3)
-				cut = servers
-				if shape == "holder-minority" {
-					cut = minority(r, groups)
-				}
-				nextHolder = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
-			}
-			mu.Unlock()
-			if !due || len(cut) == 0 || !claim() {
-				return
-			}
-			var pairs [][2]*netns.Host
-			for _, s := range cut {
-				pairs = append(pairs, [2]*netns.Host{p.Host, s})
-			}
-			begin(shape, fmt.Sprintf("client %d | %s", p.ID, names(cut)), p.ID, pairs, d)
-		})
-	}
-	// replyDue draws the length, lo..hi TTLs, of the next cut of the
-	// servers' answers to a client (lost-reply, lost-renewal) when one is
-	// due.
-	replyDue := func(lo, hi float64) (time.Duration, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !time.Now().After(nextReply) {
-			return 0, false
-		}
-		d := scaled(r, env.TTL, lo, hi)
-		nextReply = time.Now().Add(d + scaled(r, env.TTL, 1, 2))
-		return d, true
-	}
-	// cutReplies drops every server's answers to p.
-	cutReplies := func(p *workloads.Process) error {
-		for _, s := range servers {
-			if err := env.Net.BlockOneWay(context.Background(), s, p.Host); err != nil {
-				return err
-			}
-		}
-		return nil
+		env.Workload.OnAcquire(func(proc *workloads.Process) { p.cutHolder(proc, holderShapes) })
 	}
 	if slices.Contains(shapes, "lost-reply") {
-		env.Workload.OnInvoke(func(p *workloads.Process, op history.Op) {
-			// Aim at an acquire that can succeed: nobody holds the lock.
-			if op != history.Acquire || p.Host == nil || env.Workload.Holders() > 0 {
-				return
-			}
-			d, due := replyDue(1.5, 3)
-			if !due || !claim() {
-				return
-			}
-			err := cutReplies(p)
-			if err == nil && env.Workload.Holders() > 0 {
-				// Somebody took the lock while the rules went in: this
-				// acquire cannot succeed. Stand down and try another.
-				_ = env.Net.Heal(context.Background())
-				mu.Lock()
-				nextReply = time.Now()
-				mu.Unlock()
-				done()
-				return
-			}
-			end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(servers), p.ID), p.ID, fmt.Sprintf("lost-reply for %s", d.Round(time.Millisecond)))
-			if err != nil {
-				// (Once: the fault ends here.)
-				_ = env.Net.Heal(context.Background())
-				end("failed: " + err.Error())
-				done()
-				return
-			}
-			// (The probe's SYN goes through, the answer must not.)
-			var pairs [][2]*netns.Host
-			for _, s := range servers {
-				pairs = append(pairs, [2]*netns.Host{p.Host, s})
-			}
-			hold(end, pairs, d)
-		})
+		env.Workload.OnInvoke(p.loseReply)
 	}
 	if slices.Contains(shapes, "lost-renewal") {
-		env.Workload.OnAcquire(func(p *workloads.Process) {
-			if p.Host == nil {
-				return
-			}
-			d, due := replyDue(0.85, 0.95)
-			if !due || !claim() {
-				return
-			}
-			end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(servers), p.ID), p.ID, fmt.Sprintf("lost-renewal for %s", d.Round(time.Millisecond)))
-			if err := cutReplies(p); err != nil {
-				_ = env.Net.Heal(context.Background())
-				end("failed: " + err.Error())
-				done()
-				return
-			}
-			var pairs [][2]*netns.Host
-			for _, s := range servers {
-				pairs = append(pairs, [2]*netns.Host{p.Host, s})
-			}
-			hold(end, pairs, d)
-		})
+		env.Workload.OnAcquire(p.loseRenewals)
 	}
-	// r is shared with the OnAcquire and OnInvoke callbacks: draw under mu.
-	nextWait := func() time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		return between(r, time.Second, 3*time.Second)
-	}
-	for len(timedShapes) > 0 && sleepCtx(ctx, nextWait()) {
-		mu.Lock()
-		shape := timedShapes[r.IntN(len(timedShapes))]
-		d := scaled(r, env.TTL, 1.5, 3)
-		var clients []*netns.Host
-		for _, p := range env.Workload.Processes() {
-			if p.Host != nil {
-				clients = append(clients, p.Host)
+	p.timed(timedShapes)
+	return p.finish()
+}
+
+// sortShapes sorts the shapes a run draws from into those aimed at the
+// holder (struck right after an acquire) and the timed ones; lost-reply is
+// neither (it strikes as an acquire is sent). isolate-leader is dropped on
+// a topology that elects no leader, unless it is the only shape asked for.
+func sortShapes(shapes []string, cl clusters.Cluster) (holder, timed []string, err error) {
+	_, hasLeader := cl.(clusters.Leader)
+	for _, s := range shapes {
+		switch {
+		case s == "isolate-leader" && !hasLeader:
+			if len(shapes) == 1 {
+				return nil, nil, fmt.Errorf("partition isolate-leader: topology %s elects no leader", cl.Topology())
 			}
+			// drawn from every shape: not for this topology
+		case s == "isolate-holder" || s == "holder-minority":
+			holder = append(holder, s)
+		case s == "lost-reply" || s == "lost-renewal":
+		default:
+			timed = append(timed, s)
 		}
-		slices.SortFunc(clients, func(a, b *netns.Host) int { return strings.Compare(a.Name, b.Name) })
-		a, b := groupedSides(r, shape, groups, clients)
-		mu.Unlock()
-		if aimed && shape == "split" {
-			a, b = masterMinority(ctx, master, groups, addrs, a, b)
+	}
+	return holder, timed, nil
+}
+
+// partitioner is one run of the partition fault: at most one partition at
+// a time (the slot), shared by the timed loop and the workload's hooks.
+type partitioner struct {
+	env     *Env
+	ctx     context.Context    // the run's, cancelled by stop
+	stop    context.CancelFunc // ends the run: a partition had no effect
+	groups  [][]*netns.Host    // the servers' namespaces, by group (serverGroups)
+	addrs   map[*netns.Host]string
+	servers []*netns.Host // every group's, in order
+	wg      sync.WaitGroup
+
+	mu         sync.Mutex
+	r          *rand.Rand // shared with the hooks: drawn from under mu
+	active     bool       // a partition holds the slot
+	closed     bool       // the run is ending: no new partition
+	fatal      error      // the partition that did not take effect
+	nextHolder time.Time  // no holder shape before
+	nextReply  time.Time  // no lost-reply or lost-renewal before
+	master     mastered   // aim splits at the master (Sentinel), nil for none
+}
+
+// claim reserves the partition slot; false when one is active or the run
+// is ending.
+func (p *partitioner) claim() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.active || p.closed || p.fatal != nil {
+		return false
+	}
+	p.active = true
+	p.wg.Add(1)
+	return true
+}
+
+// done frees the partition slot claim reserved.
+func (p *partitioner) done() {
+	p.mu.Lock()
+	p.active = false
+	p.mu.Unlock()
+	p.wg.Done()
+}
+
+// busy says whether a partition holds the slot.
+func (p *partitioner) busy() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.active
+}
+
+// check probes a partition that just went in (stillConnected) and, when a
+// connection still goes through, says so and stops the run.
+func (p *partitioner) check(pairs [][2]*netns.Host, d time.Duration) error {
+	err := stillConnected(pairs, p.addrs, min(probeTimeout, d/3))
+	if err != nil {
+		p.mu.Lock()
+		if p.fatal == nil {
+			p.fatal = err
+			p.stop()
 		}
-		if shape == "isolate-leader" {
-			a, b = leaderSides(ctx, leader, servers, clients)
+		p.mu.Unlock()
+	}
+	return err
+}
+
+// hold, in the background, probes the partition that just went in
+// (pairs), keeps it d in all, heals it, ends its fault and frees the slot.
+func (p *partitioner) hold(end func(string), pairs [][2]*netns.Host, d time.Duration) {
+	go func() {
+		defer p.done()
+		t0 := time.Now()
+		perr := p.check(pairs, d)
+		if perr == nil {
+			sleep.For(p.ctx, d-time.Since(t0)) // (the probe's time included)
 		}
-		if len(a) == 0 || len(b) == 0 || !claim() {
+		herr := p.env.Net.Heal(context.Background())
+		detail := "healed"
+		switch {
+		case perr != nil:
+			// A partition that cut nothing did not strike (the checker
+			// reads "failed").
+			detail = "failed: " + perr.Error()
+		case herr != nil:
+			detail = "heal failed: " + herr.Error()
+		}
+		end(detail)
+	}()
+}
+
+// begin applies pairs, then heals them after d, in the background.
+func (p *partitioner) begin(shape, target string, client int, pairs [][2]*netns.Host, d time.Duration) {
+	// Recorded first: rules take effect while Block runs.
+	end := fault(p.env, "partition", target, client, fmt.Sprintf("%s for %s", shape, d.Round(time.Millisecond)))
+	if err := p.env.Net.Block(context.Background(), pairs); err != nil {
+		end("failed: " + err.Error())
+		p.done()
+		return
+	}
+	p.hold(end, pairs, d)
+}
+
+// cutHolder (OnAcquire) cuts the client that just acquired from every
+// server or from a minority of each group, when a holder shape is due.
+func (p *partitioner) cutHolder(proc *workloads.Process, shapes []string) {
+	p.mu.Lock()
+	due := time.Now().After(p.nextHolder) && proc.Host != nil
+	var shape string
+	var d time.Duration
+	var cut []*netns.Host
+	if due {
+		shape = shapes[p.r.IntN(len(shapes))]
+		d = scaled(p.r, p.env.TTL, 1.5, 3)
+		cut = p.servers
+		if shape == "holder-minority" {
+			cut = minority(p.r, p.groups)
+		}
+		p.nextHolder = time.Now().Add(d + scaled(p.r, p.env.TTL, 1, 2))
+	}
+	p.mu.Unlock()
+	if !due || len(cut) == 0 || !p.claim() {
+		return
+	}
+	p.begin(shape, fmt.Sprintf("client %d | %s", proc.ID, names(cut)), proc.ID, clientPairs(proc.Host, cut), d)
+}
+
+// loseReply (OnInvoke) drops the servers' answers to a client as it sends
+// an acquire that can succeed (nobody holds the lock), when lost-reply is
+// due.
+func (p *partitioner) loseReply(proc *workloads.Process, op history.Op) {
+	env := p.env
+	if op != history.Acquire || proc.Host == nil || env.Workload.Holders() > 0 {
+		return
+	}
+	d, due := p.replyDue(1.5, 3)
+	if !due || !p.claim() {
+		return
+	}
+	err := p.cutReplies(proc)
+	if err == nil && env.Workload.Holders() > 0 {
+		// Somebody took the lock while the rules went in: this acquire
+		// cannot succeed. Stand down and try another.
+		_ = env.Net.Heal(context.Background())
+		p.mu.Lock()
+		p.nextReply = time.Now()
+		p.mu.Unlock()
+		p.done()
+		return
+	}
+	end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-reply for %s", d.Round(time.Millisecond)))
+	if err != nil {
+		// (Once: the fault ends here.)
+		_ = env.Net.Heal(context.Background())
+		end("failed: " + err.Error())
+		p.done()
+		return
+	}
+	// (The probe's SYN goes through, the answer must not.)
+	p.hold(end, clientPairs(proc.Host, p.servers), d)
+}
+
+// loseRenewals (OnAcquire) drops the servers' answers to the client that
+// just acquired for 0.85-0.95 TTL, when lost-renewal is due: its renewals
+// (a watchdog's) reach the servers and take effect, their answers do not.
+func (p *partitioner) loseRenewals(proc *workloads.Process) {
+	env := p.env
+	if proc.Host == nil {
+		return
+	}
+	d, due := p.replyDue(0.85, 0.95)
+	if !due || !p.claim() {
+		return
+	}
+	end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-renewal for %s", d.Round(time.Millisecond)))
+	if err := p.cutReplies(proc); err != nil {
+		_ = env.Net.Heal(context.Background())
+		end("failed: " + err.Error())
+		p.done()
+		return
+	}
+	p.hold(end, clientPairs(proc.Host, p.servers), d)
+}
+
+// replyDue draws the length, lo..hi TTLs, of the next cut of the servers'
+// answers to a client (lost-reply, lost-renewal) when one is due.
+func (p *partitioner) replyDue(lo, hi float64) (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !time.Now().After(p.nextReply) {
+		return 0, false
+	}
+	d := scaled(p.r, p.env.TTL, lo, hi)
+	p.nextReply = time.Now().Add(d + scaled(p.r, p.env.TTL, 1, 2))
+	return d, true
+}
+
+// cutReplies drops every server's answers to proc.
+func (p *partitioner) cutReplies(proc *workloads.Process) error {
+	for _, s := range p.servers {
+		if err := p.env.Net.BlockOneWay(context.Background(), s, proc.Host); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clientPairs pairs client with each of servers.
+func clientPairs(client *netns.Host, servers []*netns.Host) [][2]*netns.Host {
+	pairs := make([][2]*netns.Host, 0, len(servers))
+	for _, s := range servers {
+		pairs = append(pairs, [2]*netns.Host{client, s})
+	}
+	return pairs
+}
+
+// timed strikes the timed shapes, one at a time, at random times, until
+// the run ends.
+func (p *partitioner) timed(shapes []string) {
+	for len(shapes) > 0 && sleep.For(p.ctx, p.nextWait()) {
+		shape, a, b, d := p.drawTimed(shapes)
+		if len(a) == 0 || len(b) == 0 || !p.claim() {
 			continue
 		}
 		target := names(a) + " | " + names(b)
 		if shape == "bridge" {
 			// The node on neither side stays connected to both.
-			for _, s := range servers {
+			for _, s := range p.servers {
 				if !slices.Contains(a, s) && !slices.Contains(b, s) {
 					target += " (" + s.Name + " bridges them)"
 				}
 			}
 		}
-		begin(shape, target, 0, cross(a, b), d)
+		p.begin(shape, target, 0, cross(a, b), d)
 		// Wait for this partition to heal before drawing the next one.
-		for {
-			mu.Lock()
-			busy := active
-			mu.Unlock()
-			if !busy || !sleepCtx(ctx, 50*time.Millisecond) {
-				break
-			}
+		for p.busy() && sleep.For(p.ctx, 50*time.Millisecond) {
 		}
 	}
-	<-ctx.Done()
-	mu.Lock()
-	closed = true
-	mu.Unlock()
-	wg.Wait()
-	return fatal
+}
+
+// nextWait draws the healthy period before the next timed shape.
+func (p *partitioner) nextWait() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return between(p.r, time.Second, 3*time.Second)
+}
+
+// drawTimed draws a timed shape, its length and its two sides (the
+// servers, and the clients' namespaces split between them).
+func (p *partitioner) drawTimed(shapes []string) (shape string, a, b []*netns.Host, d time.Duration) {
+	p.mu.Lock()
+	shape = shapes[p.r.IntN(len(shapes))]
+	d = scaled(p.r, p.env.TTL, 1.5, 3)
+	var clients []*netns.Host
+	for _, proc := range p.env.Workload.Processes() {
+		if proc.Host != nil {
+			clients = append(clients, proc.Host)
+		}
+	}
+	slices.SortFunc(clients, func(a, b *netns.Host) int { return strings.Compare(a.Name, b.Name) })
+	a, b = groupedSides(p.r, shape, p.groups, clients)
+	p.mu.Unlock()
+	if p.master != nil && shape == "split" {
+		a, b = masterMinority(p.ctx, p.master, p.groups, p.addrs, a, b)
+	}
+	if shape == "isolate-leader" {
+		a, b = leaderSides(p.ctx, p.env.Cluster.(clusters.Leader), p.servers, clients)
+	}
+	return shape, a, b, d
+}
+
+// finish waits, once the run ends, for the partition in place to heal, and
+// returns the partition that did not take effect, if one did not.
+func (p *partitioner) finish() error {
+	<-p.ctx.Done()
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.fatal
 }
 
 // mastered is a topology whose master its Sentinels name.

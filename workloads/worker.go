@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/protocol"
@@ -169,6 +171,18 @@ func fill(rep *protocol.Reply, err error) {
 	}
 }
 
+// ServerSettings are what the topologies set up for a scheme's clients
+// besides the addresses (the MySQL account, the Sentinel master's name):
+// the worker hands them to every scheme in locks.Config.Server.
+func ServerSettings() locks.ServerSettings {
+	return locks.ServerSettings{
+		MySQLUser:      recipe.MySQLUser,
+		MySQLPassword:  recipe.MySQLPassword,
+		MySQLDatabase:  recipe.MySQLDatabase,
+		SentinelMaster: clusters.SentinelMaster,
+	}
+}
+
 func openLock(h protocol.Hello) (locks.Lock, locks.Scheme, *locks.SkewClock, error) {
 	clock := &locks.SkewClock{}
 	if h.Version != protocol.Version {
@@ -189,6 +203,7 @@ func openLock(h protocol.Hello) (locks.Lock, locks.Scheme, *locks.SkewClock, err
 		Clock:     clock,
 		Rand:      r,
 		Params:    h.Params,
+		Server:    ServerSettings(),
 	})
 	if err != nil {
 		return nil, s, clock, err

@@ -17,6 +17,7 @@ import (
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
+	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/protocol"
 )
 
@@ -356,7 +357,7 @@ func (r *Runner) loop(ctx, stop context.Context, p *Process, rnd *rand.Rand) err
 			}
 			return err
 		}
-		if !sleep(ctx, r.cfg.Think.Draw(rnd)) {
+		if !sleep.For(ctx, r.cfg.Think.Draw(rnd)) {
 			return nil
 		}
 	}
@@ -403,9 +404,9 @@ func (r *Runner) cycle(ctx context.Context, p *Process, rnd *rand.Rand) error {
 		return err
 	}
 	if read.Type == history.OK && mode == history.ModeRead {
-		sleep(ctx, r.cfg.Hold.Draw(rnd))
+		sleep.For(ctx, r.cfg.Hold.Draw(rnd))
 	} else if read.Type == history.OK {
-		sleep(ctx, r.cfg.Hold.Draw(rnd))
+		sleep.For(ctx, r.cfg.Hold.Draw(rnd))
 		if _, err := r.op(ctx, p, history.Event{Op: history.Write, Token: acq.Token, Value: history.Int64(*read.Value + 1)}); err != nil {
 			return err
 		}
@@ -565,20 +566,6 @@ func (res *Resource) write(e *history.Event, v int64, token *int64) {
 	e.Prev = history.Int64(res.value)
 	res.value = v
 	e.Value = history.Int64(v)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func newRand(seed int64) *rand.Rand { return rand.New(rand.NewPCG(uint64(seed), 0)) }

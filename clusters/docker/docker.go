@@ -215,7 +215,7 @@ func (b Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 	}
 	// Create every container, then start them in waves (the Sentinels
 	// after the data nodes are in sync, as on the local backend).
-	if err := each(c.nodes, func(n *node) error { return n.create(ctx) }); err != nil {
+	if err := clusters.Each(c.nodes, func(n *node) error { return n.create(ctx) }); err != nil {
 		return fail(err)
 	}
 	for wave := 0; wave < 2; wave++ {
@@ -233,7 +233,7 @@ func (b Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 				return fail(err)
 			}
 		}
-		if err := each(ns, func(n *node) error { return n.startAndWait(ctx) }); err != nil {
+		if err := clusters.Each(ns, func(n *node) error { return n.startAndWait(ctx) }); err != nil {
 			return fail(err)
 		}
 	}
@@ -247,21 +247,6 @@ func (b Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, 
 		return fail(err)
 	}
 	return out, nil
-}
-
-// each runs f on every node in parallel.
-func each(nodes []*node, f func(*node) error) error {
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = f(n)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // ensureImage finds the image of kind locally or pulls it; a failed pull

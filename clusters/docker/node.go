@@ -2,7 +2,6 @@ package docker
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -130,7 +129,7 @@ func (n *node) useClockShim() error {
 // reads the bind-mounted file on every call).
 func (n *node) ShiftClock(offset time.Duration) error {
 	if !n.shim {
-		return fmt.Errorf("%s runs without the clock shim", n.name)
+		return fmt.Errorf("%s %w", n.name, clusters.ErrNoClockShim)
 	}
 	tmp := n.clock + ".tmp"
 	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%+.3f\n", offset.Seconds())), 0o644); err != nil {
@@ -342,23 +341,9 @@ func (n *node) waitReady(ctx context.Context, limit time.Duration) error {
 // ping sends an inline PING and waits for +PONG. From the root namespace:
 // the address is on a Docker bridge of this machine, routed to it locally.
 func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("unexpected reply %q", line)
-	}
-	return nil
+	return recipe.RedisPing(func(addr string, timeout time.Duration) (net.Conn, error) {
+		return net.DialTimeout("tcp", addr, timeout)
+	}, addr)
 }
 
 // Pause freezes every process of the container (the cgroup freezer).

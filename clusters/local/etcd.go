@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -30,7 +29,7 @@ type etcdNode struct {
 
 // etcdCluster is a started etcd cluster.
 type etcdCluster struct {
-	nodes []*etcdNode
+	servers[*etcdNode]
 }
 
 var (
@@ -44,7 +43,7 @@ func startEtcd(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
 }
 
 func startEtcdN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster, error) {
-	c := &etcdCluster{}
+	c := &etcdCluster{servers[*etcdNode]{topology: "etcd3", version: etcdVersion}}
 	var free []int
 	if s.Net == nil {
 		var err error
@@ -82,17 +81,7 @@ func startEtcdN(ctx context.Context, s clusters.Spec, count int) (clusters.Clust
 			return nil, err
 		}
 	}
-	errs := make([]error, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.waitReady(ctx, 30*time.Second, n.healthy)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := clusters.Each(c.nodes, func(n *etcdNode) error { return n.waitReady(ctx, 30*time.Second, n.healthy) }); err != nil {
 		_ = c.Stop(context.Background())
 		return nil, err
 	}
@@ -109,6 +98,9 @@ func (n *etcdNode) healthy() error {
 	return recipe.EtcdHealthy(recipe.EtcdHTTP(n.dial), n.name, n.addr)
 }
 
+// Probe says whether the member runs and is healthy (clusters.Prober).
+func (n *etcdNode) Probe(context.Context) error { return probe(n.name, n.PID(), n.healthy) }
+
 // status returns the member's id and the id of the leader it knows.
 func (n *etcdNode) status() (member, leader string, err error) {
 	return recipe.EtcdStatus(recipe.EtcdHTTP(n.dial), n.name, n.addr)
@@ -116,53 +108,14 @@ func (n *etcdNode) status() (member, leader string, err error) {
 
 // Restart starts the member again with its data directory (an etcd member
 // that lost its data must be removed and added again: another failure).
-func (n *etcdNode) Restart(ctx context.Context) error {
-	if n.PID() != 0 {
-		return fmt.Errorf("%s is still running", n.name)
-	}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = n.launch(); err != nil {
-			continue
-		}
-		if err = n.waitReady(ctx, 30*time.Second, n.healthy); err == nil {
-			return nil
-		}
-		n.kill()
-		time.Sleep(300 * time.Millisecond)
-	}
-	return fmt.Errorf("restart %s: %w", n.name, err)
-}
+func (n *etcdNode) Restart(ctx context.Context) error { return n.relaunch(ctx, n.healthy) }
+
+// KeepsData reports that a restarted member comes back with its data
+// directory, as such a server does in production (the kill fault says so).
+func (n *etcdNode) KeepsData() bool { return true }
 
 // RSS returns the member's resident memory in bytes (0 while down).
 func (n *etcdNode) RSS() int64 { return n.rss() }
-
-func (c *etcdCluster) Topology() string { return "etcd3" }
-
-func (c *etcdCluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n
-	}
-	return out
-}
-
-func (c *etcdCluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.addr
-	}
-	return out
-}
-
-func (c *etcdCluster) Versions() []string {
-	v := etcdVersion()
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.name + ": " + v
-	}
-	return out
-}
 
 // Leader returns the member that a majority of the running members name
 // as leader, and that names itself.
@@ -180,19 +133,6 @@ func (c *etcdCluster) Leader(ctx context.Context) (clusters.Node, error) {
 		return nil, err
 	}
 	return c.nodes[i], nil
-}
-
-func (c *etcdCluster) Stop(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = n.stop(ctx)
-		}()
-	}
-	wg.Wait()
-	return nil
 }
 
 var (

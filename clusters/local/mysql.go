@@ -22,10 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/clusters/recipe"
-	"github.com/locktest/locktest/internal/proc"
-	"github.com/locktest/locktest/internal/runstate"
 )
 
 // The MySQL topologies run Debian's MariaDB: "mysql", one private server,
@@ -97,10 +94,10 @@ func newMySQLCluster(ctx context.Context, s clusters.Spec, count int) (*mysqlClu
 	if err != nil {
 		return nil, err
 	}
-	c := &mysqlCluster{topology: s.Topology}
+	c := &mysqlCluster{servers: servers[*mysqlNode]{topology: s.Topology, version: mariadbVersion}}
 	for i := 1; i <= count; i++ {
 		name := fmt.Sprintf("mysql-%d", i)
-		n := &mysqlNode{name: name, serverID: i, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker, set: set, readOnly: i > 1, sockFD: -1, clockShim: s.ClockShim}
+		n := &mysqlNode{procNode: procNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker, stopLimit: mysqlStopLimit}, serverID: i, set: set, readOnly: i > 1, sockFD: -1, clockShim: s.ClockShim}
 		if s.Net != nil {
 			h, err := s.Net.AddHost(name)
 			if err != nil {
@@ -137,28 +134,19 @@ func newMySQLCluster(ctx context.Context, s clusters.Spec, count int) (*mysqlClu
 
 // mysqlCluster is a started MySQL topology; nodes[primary] takes writes.
 type mysqlCluster struct {
-	topology string
-	nodes    []*mysqlNode
+	// Stop stops every server in parallel (SIGTERM, SIGKILL after 10 s)
+	// and removes their datadirs unless keep_datadir is set.
+	servers[*mysqlNode]
 
 	mu      sync.Mutex
 	primary int
 }
-
-func (c *mysqlCluster) Topology() string { return c.topology }
 
 // Primary returns the server that takes writes now.
 func (c *mysqlCluster) Primary() clusters.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.nodes[c.primary]
-}
-
-func (c *mysqlCluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n
-	}
-	return out
 }
 
 // Addrs lists the servers' TCP addresses, the primary first. A client that
@@ -176,37 +164,12 @@ func (c *mysqlCluster) Addrs() []string {
 	return out
 }
 
-func (c *mysqlCluster) Versions() []string {
-	v := mariadbVersion()
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.name + ": " + v
-	}
-	return out
-}
-
 // Admin returns the primary's administrator account (the OS user over the
 // server's unix socket), for tests and tools.
 func (c *mysqlCluster) Admin() *sql.DB {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.nodes[c.primary].admin
-}
-
-// Stop stops every server in parallel (SIGTERM, SIGKILL after 10 s) and
-// removes their datadirs unless keep_datadir is set.
-func (c *mysqlCluster) Stop(ctx context.Context) error {
-	errs := make([]error, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.stop(ctx)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // mysqlReplicated is mysql-replicated: a primary, a replica, and the
@@ -282,13 +245,12 @@ func (c *mysqlReplicated) Rejoin(ctx context.Context) error {
 
 func gtidOrNone(s string) string { return recipe.GTIDOrNone(s) }
 
-// mysqlNode is one mariadbd.
+// mysqlNode is one mariadbd. It launches itself; procNode handles the
+// process (its dir is servers/<name>: logs, and the datadir below it; its
+// mu guards readOnly and port too).
 type mysqlNode struct {
-	name     string
+	procNode
 	serverID int
-	dir      string // servers/<name>: logs, and the datadir below it
-	tracker  *runstate.Tracker
-	host     *netns.Host
 	set      mysqlSettings
 
 	datadir string // set by prepare
@@ -300,39 +262,20 @@ type mysqlNode struct {
 	clockShim bool   // run mariadbd under the clock shim (see clusters.FaketimeLib)
 	clockFile string // the shim's offset file, beside the datadir (set by prepare)
 
-	mu       sync.Mutex
 	readOnly bool // start with --read-only
 	port     int
-	addr     string
-	cmd      *exec.Cmd
-	exited   chan struct{}
 }
 
-func (n *mysqlNode) Name() string { return n.name }
-
-// Host returns the node's namespace, or nil on loopback.
-func (n *mysqlNode) Host() *netns.Host { return n.host }
+// Probe says whether the server runs and greets a client (clusters.Prober).
+func (n *mysqlNode) Probe(context.Context) error {
+	return probe(n.name, n.PID(), func() error { return recipe.MySQLGreets(hostDial(n.host), n.name, n.Addr()) })
+}
 
 func (n *mysqlNode) ip() string {
 	if n.host != nil {
 		return n.host.IP
 	}
 	return "127.0.0.1"
-}
-
-func (n *mysqlNode) Addr() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.addr
-}
-
-func (n *mysqlNode) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
 }
 
 func (n *mysqlNode) setReadOnly(b bool) {
@@ -493,7 +436,7 @@ func (n *mysqlNode) prepare(ctx context.Context) error {
 // UNIX_TIMESTAMP()) to real time + offset, through the clock shim.
 func (n *mysqlNode) ShiftClock(offset time.Duration) error {
 	if n.clockFile == "" {
-		return fmt.Errorf("%s runs without the clock shim", n.name)
+		return fmt.Errorf("%s %w", n.name, clusters.ErrNoClockShim)
 	}
 	return writeClockOffset(n.clockFile, offset)
 }
@@ -812,53 +755,6 @@ func adminUser() string {
 	return "root"
 }
 
-// Pause freezes the server and returns once it is stopped.
-func (n *mysqlNode) Pause() error {
-	pid := n.PID()
-	if pid == 0 {
-		return fmt.Errorf("%s is not running", n.name)
-	}
-	if err := proc.Stop(pid); err != nil {
-		return fmt.Errorf("pause %s: %w", n.name, err)
-	}
-	return nil
-}
-
-// Resume continues a paused server.
-func (n *mysqlNode) Resume() error {
-	pid := n.PID()
-	if pid == 0 {
-		return fmt.Errorf("%s is not running", n.name)
-	}
-	if err := proc.Cont(pid); err != nil {
-		return fmt.Errorf("resume %s: %w", n.name, err)
-	}
-	return nil
-}
-
-// Kill sends SIGKILL and waits until the process is gone.
-func (n *mysqlNode) Kill() error {
-	if n.PID() == 0 {
-		return fmt.Errorf("%s is not running", n.name)
-	}
-	n.kill()
-	return nil
-}
-
-func (n *mysqlNode) kill() {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd = nil
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
-	<-exited
-	n.tracker.RemoveProc(cmd.Process.Pid)
-}
-
 // Restart starts the server again on its old port and its datadir: InnoDB
 // recovers every committed transaction; sessions and their locks are gone.
 // A replica resumes replicating where it stopped.
@@ -875,24 +771,7 @@ func (n *mysqlNode) Restart(ctx context.Context) error {
 // stop resumes the server if paused, asks it to shut down (SIGTERM), kills
 // it after mysqlStopLimit, and removes the datadir unless kept.
 func (n *mysqlNode) stop(ctx context.Context) error {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd = nil
-	n.mu.Unlock()
-	if cmd != nil {
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
-		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(mysqlStopLimit):
-			_ = cmd.Process.Kill()
-			<-exited
-		case <-ctx.Done():
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		n.tracker.RemoveProc(cmd.Process.Pid)
-	}
+	_ = n.procNode.stop(ctx) // (stopLimit: mysqlStopLimit)
 	if n.admin != nil {
 		_ = n.admin.Close()
 	}

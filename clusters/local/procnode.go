@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,31 +16,42 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/internal/proc"
 	"github.com/locktest/locktest/internal/runstate"
 )
 
-// procNode is one server process of a replicated ensemble (ZooKeeper,
-// etcd): it keeps its data directory across a kill, as such a server does
-// in production, and runs inside its namespace when it has one. The
-// ensemble-specific parts (the command line, readiness) are given to it.
+// procNode is one server process of the local backend, running inside its
+// namespace when it has one: its name, address and process handling
+// (pause, resume, kill, stop). The ensembles (ZooKeeper, etcd) launch it
+// as it is, with the command line and readiness given to it; redisNode
+// and mysqlNode embed it and launch their servers themselves (setting
+// cmd, exited and addr under mu).
 type procNode struct {
 	name    string
 	dir     string
 	tracker *runstate.Tracker
 	host    *netns.Host // nil: loopback
-	addr    string      // client address, fixed for the node's life
 	argv    []string    // the server's command line (outside the namespace)
 	env     []string    // extra environment
 	logName string      // log file under dir
+	// stopLimit is how long stop waits after SIGTERM before SIGKILL (3 s
+	// when 0).
+	stopLimit time.Duration
 
 	mu     sync.Mutex
+	addr   string // client address (an ensemble's is fixed for its life)
 	cmd    *exec.Cmd
 	exited chan struct{}
 }
 
 func (n *procNode) Name() string { return n.name }
-func (n *procNode) Addr() string { return n.addr }
+
+func (n *procNode) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addr
+}
 
 // Host returns the node's namespace, or nil on loopback.
 func (n *procNode) Host() *netns.Host { return n.host }
@@ -57,10 +69,43 @@ func (n *procNode) PID() int {
 // from the root namespace to a namespace address: it would leave the
 // machine).
 func (n *procNode) dial(addr string, timeout time.Duration) (net.Conn, error) {
-	if n.host != nil {
-		return n.host.Dial(addr, timeout)
+	return hostDial(n.host)(addr, timeout)
+}
+
+// hostDial dials from inside host's namespace, from the harness's own when
+// host is nil (loopback).
+func hostDial(host *netns.Host) recipe.Dial {
+	if host != nil {
+		return host.Dial
 	}
-	return net.DialTimeout("tcp", addr, timeout)
+	return func(addr string, timeout time.Duration) (net.Conn, error) {
+		return net.DialTimeout("tcp", addr, timeout)
+	}
+}
+
+// probe is a node's Probe (clusters.Prober): its process runs and is not
+// stopped, and answers (ask: its own protocol's probe, from its recipe).
+func probe(name string, pid int, ask func() error) error {
+	if pid == 0 {
+		return fmt.Errorf("%s is down", name)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return fmt.Errorf("%s (pid %d) is gone", name, pid)
+	}
+	if s := string(b); strings.LastIndexByte(s, ')') > 0 {
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] != "S" && f[0] != "R" && f[0] != "D" {
+			return fmt.Errorf("%s (pid %d) is in state %s", name, pid, f[0])
+		}
+	}
+	if err := ask(); err != nil {
+		var reply *recipe.ReplyError
+		if errors.As(err, &reply) {
+			return err // names the node already
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }
 
 // launch starts the process; it does not wait for readiness.
@@ -123,6 +168,27 @@ func (n *procNode) waitReady(ctx context.Context, limit time.Duration, ready fun
 	}
 }
 
+// relaunch starts the server again after a kill, with its data directory
+// as it was, and returns once ready says it serves: up to three attempts,
+// 300 ms apart (the ports free).
+func (n *procNode) relaunch(ctx context.Context, ready func() error) error {
+	if n.PID() != 0 {
+		return fmt.Errorf("%s is still running", n.name)
+	}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if err = n.launch(); err != nil {
+			continue
+		}
+		if err = n.waitReady(ctx, 30*time.Second, ready); err == nil {
+			return nil
+		}
+		n.kill()
+		time.Sleep(300 * time.Millisecond) // the ports free
+	}
+	return fmt.Errorf("restart %s: %w", n.name, err)
+}
+
 // Pause freezes the server and returns once every thread is stopped.
 func (n *procNode) Pause() error {
 	pid := n.PID()
@@ -141,7 +207,10 @@ func (n *procNode) Resume() error {
 	if pid == 0 {
 		return fmt.Errorf("%s is not running", n.name)
 	}
-	return proc.Cont(pid)
+	if err := proc.Cont(pid); err != nil {
+		return fmt.Errorf("resume %s: %w", n.name, err)
+	}
+	return nil
 }
 
 // Kill sends SIGKILL and waits until the process is gone.
@@ -167,8 +236,8 @@ func (n *procNode) kill() {
 	n.tracker.RemoveProc(cmd.Process.Pid)
 }
 
-// stop resumes the server if paused, sends SIGTERM and kills it after a
-// grace period.
+// stop resumes the server if paused, sends SIGTERM and kills it after
+// stopLimit.
 func (n *procNode) stop(ctx context.Context) error {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited
@@ -181,7 +250,7 @@ func (n *procNode) stop(ctx context.Context) error {
 	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-exited:
-	case <-time.After(3 * time.Second):
+	case <-time.After(cmp.Or(n.stopLimit, 3*time.Second)):
 		_ = cmd.Process.Kill()
 		<-exited
 	case <-ctx.Done():
@@ -191,10 +260,6 @@ func (n *procNode) stop(ctx context.Context) error {
 	n.tracker.RemoveProc(cmd.Process.Pid)
 	return nil
 }
-
-// KeepsData reports that a restarted node comes back with its data
-// directory (the kill fault says so).
-func (n *procNode) KeepsData() bool { return true }
 
 // rss returns the process's resident memory in bytes, 0 if unknown.
 func (n *procNode) rss() int64 {

@@ -4,9 +4,7 @@
 package local
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -19,9 +17,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters"
-	"github.com/locktest/locktest/clusters/netns"
-	"github.com/locktest/locktest/internal/proc"
-	"github.com/locktest/locktest/internal/runstate"
+	"github.com/locktest/locktest/clusters/recipe"
 )
 
 // Backend starts topologies as local processes.
@@ -88,9 +84,9 @@ func startRedisSingle(ctx context.Context, s clusters.Spec) (clusters.Cluster, e
 
 // startRedisMasters starts count independent redis-servers in parallel.
 func startRedisMasters(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster, error) {
-	c := &cluster{topology: s.Topology}
+	c := &cluster{servers[*redisNode]{topology: s.Topology, version: redisVersion}}
 	for i := 1; i <= count; i++ {
-		n := &redisNode{name: fmt.Sprintf("redis-%d", i), dir: filepath.Join(s.Dir, "servers", fmt.Sprintf("redis-%d", i)), tracker: s.Tracker}
+		n := &redisNode{procNode: procNode{name: fmt.Sprintf("redis-%d", i), dir: filepath.Join(s.Dir, "servers", fmt.Sprintf("redis-%d", i)), tracker: s.Tracker}}
 		if s.ClockShim {
 			if err := n.useClockShim(); err != nil {
 				return nil, err
@@ -105,83 +101,29 @@ func startRedisMasters(ctx context.Context, s clusters.Spec, count int) (cluster
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	errs := make([]error, count)
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.start(ctx, 0)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := clusters.Each(c.nodes, func(n *redisNode) error { return n.start(ctx, 0) }); err != nil {
 		_ = c.Stop(context.Background())
 		return nil, err
 	}
 	return c, nil
 }
 
+// cluster is a started topology of redis-servers.
 type cluster struct {
-	topology string
-	nodes    []*redisNode
-}
-
-func (c *cluster) Topology() string { return c.topology }
-
-func (c *cluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n
-	}
-	return out
-}
-
-func (c *cluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.Addr()
-	}
-	return out
-}
-
-func (c *cluster) Versions() []string {
-	v := redisVersion()
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.name + ": " + v
-	}
-	return out
-}
-
-func (c *cluster) Stop(ctx context.Context) error {
-	var errs []error
-	for _, n := range c.nodes {
-		errs = append(errs, n.stop(ctx))
-	}
-	return errors.Join(errs...)
+	servers[*redisNode]
 }
 
 // redisNode is one redis-server with no persistence.
+// It launches itself (procNode.env holds the clock shim's environment);
+// procNode handles the process.
 type redisNode struct {
-	name      string
-	dir       string
-	tracker   *runstate.Tracker
-	host      *netns.Host // nil: loopback
-	env       []string    // extra environment (the clock shim)
-	clockFile string      // the shim's offset file, "" without the shim
-	bin       string      // the program, "redis-server" when empty
-	conf      string      // a config file given before the options, "" for none
-	nsPort    int         // its port inside its namespace, 6379 when 0
-
-	mu     sync.Mutex
-	addr   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	logf   *os.File
+	procNode
+	clockFile string // the shim's offset file, "" without the shim
+	bin       string // the program, "redis-server" when empty
+	conf      string // a config file given before the options, "" for none
+	nsPort    int    // its port inside its namespace, 6379 when 0
+	logf      *os.File
 }
-
-func (n *redisNode) Name() string { return n.name }
 
 // useClockShim makes the node start under libfaketime with an offset file.
 func (n *redisNode) useClockShim() error {
@@ -199,34 +141,16 @@ func (n *redisNode) useClockShim() error {
 // ShiftClock sets the server's wall clock to real time + offset.
 func (n *redisNode) ShiftClock(offset time.Duration) error {
 	if n.clockFile == "" {
-		return fmt.Errorf("%s runs without the clock shim", n.name)
+		return fmt.Errorf("%s %w", n.name, clusters.ErrNoClockShim)
 	}
 	return writeClockOffset(n.clockFile, offset)
 }
-
-// Host returns the node's namespace, or nil on loopback.
-func (n *redisNode) Host() *netns.Host { return n.host }
 
 func (n *redisNode) ip() string {
 	if n.host != nil {
 		return n.host.IP
 	}
 	return "127.0.0.1"
-}
-
-func (n *redisNode) Addr() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.addr
-}
-
-func (n *redisNode) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
 }
 
 // start runs redis-server on port (0: pick a free one), and waits until it
@@ -335,8 +259,6 @@ func (n *redisNode) launch(ctx context.Context, port int) error {
 	}
 }
 
-// ping sends an inline PING and waits for +PONG, from inside the node's
-// namespace when it has one.
 // dial connects to the server from its own namespace (if any).
 func (n *redisNode) dial(addr string) (net.Conn, error) {
 	if n.host != nil {
@@ -363,73 +285,13 @@ func (n *redisNode) ReadClock(ctx context.Context) (time.Time, error) {
 	return clusters.RedisTime(c)
 }
 
-func (n *redisNode) ping(addr string) error {
-	c, err := n.dial(addr)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("unexpected reply %q", line)
-	}
-	return nil
-}
+// ping sends an inline PING and waits for +PONG, from inside the node's
+// namespace when it has one.
+func (n *redisNode) ping(addr string) error { return recipe.RedisPing(hostDial(n.host), addr) }
 
-func (n *redisNode) signal(sig syscall.Signal) error {
-	pid := n.PID()
-	if pid == 0 {
-		return fmt.Errorf("%s is not running", n.name)
-	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("%s %s: %w", sig, n.name, err)
-	}
-	return nil
-}
-
-// Pause freezes the server and returns once it is stopped.
-func (n *redisNode) Pause() error {
-	pid := n.PID()
-	if pid == 0 {
-		return fmt.Errorf("%s is not running", n.name)
-	}
-	if err := proc.Stop(pid); err != nil {
-		return fmt.Errorf("pause %s: %w", n.name, err)
-	}
-	return nil
-}
-
-// Resume continues a paused server.
-func (n *redisNode) Resume() error { return n.signal(syscall.SIGCONT) }
-
-// Kill sends SIGKILL and waits until the process is gone.
-func (n *redisNode) Kill() error {
-	if n.PID() == 0 {
-		return fmt.Errorf("%s is not running", n.name)
-	}
-	n.kill()
-	return nil
-}
-
-func (n *redisNode) kill() {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd = nil
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Kill()
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
-	<-exited
-	n.tracker.RemoveProc(cmd.Process.Pid)
+// Probe says whether the server runs and answers PING (clusters.Prober).
+func (n *redisNode) Probe(context.Context) error {
+	return probe(n.name, n.PID(), func() error { return n.ping(n.Addr()) })
 }
 
 // Restart starts the server again on its old port, with no data.
@@ -440,31 +302,6 @@ func (n *redisNode) Restart(ctx context.Context) error {
 	_, portStr, _ := net.SplitHostPort(n.Addr())
 	port, _ := strconv.Atoi(portStr)
 	return n.start(ctx, port)
-}
-
-// stop resumes the server if paused, asks it to quit (SIGTERM) and kills it
-// after a grace period.
-func (n *redisNode) stop(ctx context.Context) error {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd = nil
-	n.mu.Unlock()
-	if cmd == nil {
-		return nil
-	}
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
-	_ = syscall.Kill(cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(3 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-	n.tracker.RemoveProc(cmd.Process.Pid)
-	return nil
 }
 
 // faketimeShm are the shared-memory files libfaketime makes for process

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -45,7 +44,7 @@ const sentinelPort = 26379
 // connections (readiness, the failover steps) are dialled from inside the
 // namespace of the server they go to, which no partition cuts.
 func startRedisSentinel(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
-	c := &sentinelCluster{cluster: cluster{topology: s.Topology}}
+	c := &sentinelCluster{cluster: cluster{servers[*redisNode]{topology: s.Topology, version: redisVersion}}}
 	started := false
 	defer func() {
 		if !started {
@@ -54,7 +53,7 @@ func startRedisSentinel(ctx context.Context, s clusters.Spec) (clusters.Cluster,
 	}()
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("redis-%d", i)
-		n := &redisNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker}
+		n := &redisNode{procNode: procNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker}}
 		n.conf = filepath.Join(n.dir, "redis.conf")
 		if s.ClockShim {
 			if err := n.useClockShim(); err != nil {
@@ -66,7 +65,7 @@ func startRedisSentinel(ctx context.Context, s clusters.Spec) (clusters.Cluster,
 	}
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("sentinel-%d", i)
-		n := &redisNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker, bin: "redis-sentinel", nsPort: sentinelPort}
+		n := &redisNode{procNode: procNode{name: name, dir: filepath.Join(s.Dir, "servers", name), tracker: s.Tracker}, bin: "redis-sentinel", nsPort: sentinelPort}
 		n.conf = filepath.Join(n.dir, "sentinel.conf")
 		c.sentinels = append(c.sentinels, n)
 		c.nodes = append(c.nodes, n)
@@ -149,21 +148,12 @@ func (c *sentinelCluster) dial(ctx context.Context, addr string) (net.Conn, erro
 // startAll writes each node's config with conf and starts the nodes in
 // parallel.
 func startAll(ctx context.Context, nodes []*redisNode, conf func(*redisNode) error) error {
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := conf(n); err != nil {
-				errs[i] = err
-				return
-			}
-			errs[i] = n.start(ctx, 0)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return clusters.Each(nodes, func(n *redisNode) error {
+		if err := conf(n); err != nil {
+			return err
+		}
+		return n.start(ctx, 0)
+	})
 }
 
 // writeDataConf writes a data node's config file (recipe.RedisDataConf),

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -33,7 +31,7 @@ type zkNode struct{ procNode }
 
 // zkCluster is a started ZooKeeper ensemble.
 type zkCluster struct {
-	nodes []*zkNode
+	servers[*zkNode]
 }
 
 var (
@@ -58,7 +56,7 @@ func startZKN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster
 	type ports struct{ client, peer, elect int }
 	ps := make([]ports, count)
 	ips := make([]string, count)
-	c := &zkCluster{}
+	c := &zkCluster{servers[*zkNode]{topology: "zk3", version: zkVersion}}
 	if s.Net == nil {
 		free, err := loopbackPorts(3 * count)
 		if err != nil {
@@ -127,17 +125,9 @@ func startZKN(ctx context.Context, s clusters.Spec, count int) (clusters.Cluster
 
 // waitServing waits until every running node serves and one of them leads.
 func (c *zkCluster) waitServing(ctx context.Context, limit time.Duration) error {
-	errs := make([]error, len(c.nodes))
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.waitReady(ctx, limit, func() error { _, err := n.mode(); return err })
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := clusters.Each(c.nodes, func(n *zkNode) error {
+		return n.waitReady(ctx, limit, func() error { _, err := n.mode(); return err })
+	}); err != nil {
 		return err
 	}
 	_, err := c.Leader(ctx)
@@ -147,57 +137,26 @@ func (c *zkCluster) waitServing(ctx context.Context, limit time.Duration) error 
 // mode returns "leader" or "follower" once the node serves requests.
 func (n *zkNode) mode() (string, error) { return recipe.ZKMode(n.dial, n.name, n.addr) }
 
+// Probe says whether the member runs and serves as a member of a quorum
+// (it says its mode; clusters.Prober).
+func (n *zkNode) Probe(context.Context) error {
+	return probe(n.name, n.PID(), func() error { _, err := n.mode(); return err })
+}
+
 // Restart starts the server again after a kill, with its data directory as
 // it was (ZooKeeper logs every transaction before it acknowledges it; a
 // member that came back empty would be a different failure). It returns
 // once the node serves again.
 func (n *zkNode) Restart(ctx context.Context) error {
-	if n.PID() != 0 {
-		return fmt.Errorf("%s is still running", n.name)
-	}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		if err = n.launch(); err != nil {
-			continue
-		}
-		if err = n.waitReady(ctx, 30*time.Second, func() error { _, err := n.mode(); return err }); err == nil {
-			return nil
-		}
-		n.kill()
-		time.Sleep(300 * time.Millisecond) // the ports free
-	}
-	return fmt.Errorf("restart %s: %w", n.name, err)
+	return n.relaunch(ctx, func() error { _, err := n.mode(); return err })
 }
+
+// KeepsData reports that a restarted member comes back with its data
+// directory, as such a server does in production (the kill fault says so).
+func (n *zkNode) KeepsData() bool { return true }
 
 // RSS returns the server's resident memory in bytes (0 while down).
 func (n *zkNode) RSS() int64 { return n.rss() }
-
-func (c *zkCluster) Topology() string { return "zk3" }
-
-func (c *zkCluster) Nodes() []clusters.Node {
-	out := make([]clusters.Node, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n
-	}
-	return out
-}
-
-func (c *zkCluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.addr
-	}
-	return out
-}
-
-func (c *zkCluster) Versions() []string {
-	v := zkVersion()
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.name + ": " + v
-	}
-	return out
-}
 
 // Leader returns the node that says it leads, asking every running node.
 func (c *zkCluster) Leader(ctx context.Context) (clusters.Node, error) {
@@ -214,19 +173,6 @@ func (c *zkCluster) Leader(ctx context.Context) (clusters.Node, error) {
 		return nil, err
 	}
 	return c.nodes[i], nil
-}
-
-func (c *zkCluster) Stop(ctx context.Context) error {
-	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = n.stop(ctx)
-		}()
-	}
-	wg.Wait()
-	return nil
 }
 
 func zkVersion() string {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/locktest/locktest/internal/sleep"
 )
 
 // Etcd timings: heartbeat 100 ms and election timeout 500 ms, so a new
@@ -129,7 +131,7 @@ func EtcdLeader(ctx context.Context, members func() []EtcdMember) (int, error) {
 				return i, nil
 			}
 		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
+		if !sleep.For(ctx, 100*time.Millisecond) {
 			return -1, fmt.Errorf("etcd leader: %w (%w)", last, ctx.Err())
 		}
 	}

@@ -5,13 +5,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/locktest/locktest/internal/params"
 )
 
 // The MySQL topologies run MariaDB: "mysql", one server, and
 // "mysql-replicated", a primary and an asynchronous replica (row-based
 // binlog, GTID) that the failover fault promotes.
 const (
-	// The account clients use (locks/mysql.go has the same).
+	// The account clients use (the worker passes it to the MySQL schemes
+	// in locks.Config.Server).
 	MySQLUser     = "locktest"
 	MySQLPassword = "locktest"
 	MySQLDatabase = "locktest"
@@ -66,7 +69,7 @@ func MySQLSettingsFrom(p map[string]string) (MySQLSettings, error) {
 		{"replica_delay", &s.ReplicaDelay},
 	}
 	for _, f := range ints {
-		n, ok, err := SecondsParam(p, f.name)
+		n, ok, err := params.Seconds(p, f.name)
 		if err != nil {
 			return s, err
 		}
@@ -84,40 +87,13 @@ func MySQLSettingsFrom(p map[string]string) (MySQLSettings, error) {
 	return s, nil
 }
 
-// secondsRanges are the bounds of the MySQL settings in whole seconds:
-// MariaDB's own (it would clamp a larger value without a word).
-var secondsRanges = map[string][2]int{
-	"wait_timeout":             {1, 31536000},
-	"innodb_lock_wait_timeout": {0, 1073741824},
-	"lock_wait":                {0, 31536000},
-	"replica_delay":            {0, 2147483647},
-}
-
-// SecondsParam reads the MySQL setting name (a whole number of seconds in
-// MariaDB's range) from --param values; ok is false when it is not set.
-func SecondsParam(p map[string]string, name string) (n int, ok bool, err error) {
-	v, ok := p[name]
-	if !ok {
-		return 0, false, nil
-	}
-	r, known := secondsRanges[name]
-	if !known {
-		return 0, false, fmt.Errorf("--param %s is not a MySQL setting in seconds", name)
-	}
-	n, err = strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || n < r[0] || n > r[1] {
-		return 0, false, fmt.Errorf("--param %s=%s: want a whole number of seconds from %d to %d", name, v, r[0], r[1])
-	}
-	return n, true, nil
-}
-
 // CheckMySQLParams checks the values of every MySQL setting in p, so that a
 // bad one is refused before anything starts.
 func CheckMySQLParams(p map[string]string) error {
 	if _, err := MySQLSettingsFrom(p); err != nil {
 		return err
 	}
-	_, _, err := SecondsParam(p, "lock_wait")
+	_, _, err := params.Seconds(p, "lock_wait")
 	return err
 }
 

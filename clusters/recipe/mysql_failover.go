@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/locktest/locktest/internal/sleep"
 )
 
 // MySQLServer is one MariaDB server as the replication and failover steps
@@ -42,7 +44,7 @@ func MySQLReplicateFrom(ctx context.Context, n MySQLServer, primary, host, port 
 			return nil, fmt.Errorf("replicate %s from %s: threads not running after %s (io %q %s, sql %q %s)", n.Name(), primary, MySQLSyncLimit,
 				st["Slave_IO_Running"], st["Last_IO_Error"], st["Slave_SQL_Running"], st["Last_SQL_Error"])
 		}
-		if !sleepCtx(ctx, 20*time.Millisecond) {
+		if !sleep.For(ctx, 20*time.Millisecond) {
 			return nil, ctx.Err()
 		}
 	}

@@ -6,7 +6,6 @@
 package recipe
 
 import (
-	"context"
 	"net"
 	"time"
 )
@@ -15,14 +14,3 @@ import (
 // from (a node's network namespace; the root namespace for a container on
 // a Docker bridge).
 type Dial func(addr string, timeout time.Duration) (net.Conn, error)
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}

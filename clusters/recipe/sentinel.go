@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/internal/sleep"
 )
 
 // The redis-sentinel topology: one master, two replicas and three Sentinels
@@ -194,7 +195,7 @@ func (c *Sentinel) WaitReady(ctx context.Context, limit time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("redis-sentinel topology not ready after %s: %s", limit, why)
 		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !sleep.For(ctx, 50*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -399,7 +400,7 @@ func waitLoneGrant(ctx context.Context, m, rep *redis.Client, limit time.Duratio
 			}
 			return "", err
 		}
-		if !sleepCtx(ctx, 2*time.Millisecond) {
+		if !sleep.For(ctx, 2*time.Millisecond) {
 			return "", ctx.Err()
 		}
 	}
@@ -466,7 +467,7 @@ func (c *Sentinel) waitPromotion(ctx context.Context, old string, limit time.Dur
 			}
 			return "", 0, 0, fmt.Errorf("sentinels did not agree on the new master %s within %s", newAddr, limit)
 		}
-		if !sleepCtx(ctx, 10*time.Millisecond) {
+		if !sleep.For(ctx, 10*time.Millisecond) {
 			return "", 0, 0, ctx.Err()
 		}
 	}
@@ -515,7 +516,7 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("rejoin %s: not a replica in sync within %s", n.Name(), rejoinLimit)
 		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
+		if !sleep.For(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("rejoin %s: restarted, not yet demoted: %w", n.Name(), ctx.Err())
 		}
 	}
@@ -524,6 +525,23 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 // MasterAddr asks the Sentinels, in order, for the master's address (the
 // partition fault aims its split at it).
 func (c *Sentinel) MasterAddr(ctx context.Context) (string, error) { return c.masterAddr(ctx) }
+
+// Probe checks that every Sentinel still names Data[0], the master the
+// topology started with (clusters.Prober: a pooled cluster is used again
+// only then).
+func (c *Sentinel) Probe(ctx context.Context) error {
+	master := c.Data[0].Addr()
+	for _, s := range c.Sentinels {
+		addr, err := c.sentinelMasterAddr(ctx, s.Addr())
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Name(), err)
+		}
+		if addr != master {
+			return fmt.Errorf("%s names another master: %s", s.Name(), addr)
+		}
+	}
+	return nil
+}
 
 // masterAddr asks the Sentinels, in order, for the master's address.
 func (c *Sentinel) masterAddr(ctx context.Context) (string, error) {

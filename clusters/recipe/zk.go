@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/locktest/locktest/internal/sleep"
 )
 
 // ZKTick is the ensembles' tickTime: elections take about a second, and
@@ -152,7 +154,7 @@ func ZKLeader(ctx context.Context, members func() []ZKMember) (int, error) {
 		} else if last == nil {
 			last = errors.New("no leader")
 		}
-		if !sleepCtx(ctx, 100*time.Millisecond) {
+		if !sleep.For(ctx, 100*time.Millisecond) {
 			return -1, fmt.Errorf("zookeeper leader: %w (%w)", last, ctx.Err())
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/locktest/locktest/campaigns"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/workloads"
 )
@@ -100,22 +101,9 @@ func runRun(cmd *cobra.Command, f *runFlags) error {
 	return exitCode{code: verdictCode(out.Result.Verdict)}
 }
 
-// parseRange reads "100ms..500ms" or a single duration.
+// parseRange reads "100ms..500ms" or a single duration
+// (campaigns.ParseRange) as a workload's range.
 func parseRange(s string) (workloads.Range, error) {
-	lo, hi, found := strings.Cut(s, "..")
-	if !found {
-		hi = lo
-	}
-	a, err := time.ParseDuration(strings.TrimSpace(lo))
-	if err != nil {
-		return workloads.Range{}, fmt.Errorf("bad duration %q (want e.g. 100ms..500ms)", lo)
-	}
-	b, err := time.ParseDuration(strings.TrimSpace(hi))
-	if err != nil {
-		return workloads.Range{}, fmt.Errorf("bad duration %q (want e.g. 100ms..500ms)", hi)
-	}
-	if a < 0 || b < a {
-		return workloads.Range{}, fmt.Errorf("%q: want 0 <= MIN <= MAX", s)
-	}
-	return workloads.Range{Min: a, Max: b}, nil
+	lo, hi, err := campaigns.ParseRange(s)
+	return workloads.Range{Min: lo, Max: hi}, err
 }
