@@ -10,16 +10,21 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
+// Severity is how much an anomaly weighs: "violation" breaks the
+// verdict; "contained" is a lock-level violation whose damage fencing
+// tokens stopped; "info" is shown only.
+type Severity string
+
 // Anomaly severities.
 const (
-	SeverityViolation = "violation"
-	SeverityContained = "contained"
-	SeverityInfo      = "info"
+	SeverityViolation Severity = "violation"
+	SeverityContained Severity = "contained"
+	SeverityInfo      Severity = "info"
 )
 
 // lockLevel reports whether kind is a violation of the lock itself, whose
 // damage fencing tokens can contain.
-func lockLevel(kind string) bool {
+func lockLevel(kind Kind) bool {
 	switch kind {
 	case KindDoubleHolder, KindForeignRelease, KindReleaseOKOnExpired, KindNonLinearizable:
 		return true
@@ -28,7 +33,7 @@ func lockLevel(kind string) bool {
 }
 
 // dataLevel reports whether kind is damage to the guarded resource.
-func dataLevel(kind string) bool {
+func dataLevel(kind Kind) bool {
 	return kind == KindLostUpdate || kind == KindStaleWriteAccepted
 }
 
@@ -151,7 +156,7 @@ func setSeverities(r *Result) {
 	}
 }
 
-func propertyOf(kind string) string {
+func propertyOf(kind Kind) string {
 	switch kind {
 	case KindNonLinearizable:
 		return "linearizable"
@@ -160,7 +165,7 @@ func propertyOf(kind string) string {
 	case KindTokenReused, KindTokenRegressed:
 		return "token-order"
 	}
-	return kind
+	return string(kind)
 }
 
 // sortAnomalies orders anomalies by start, then end, then kind.
@@ -178,7 +183,10 @@ func sortAnomalies(as []Anomaly) {
 }
 
 // kindNames are the kinds in the order Why lists them, with their names.
-var kindNames = []struct{ kind, one, many string }{
+var kindNames = []struct {
+	kind      Kind
+	one, many string
+}{
 	{KindDoubleHolder, "double holder", "double holders"},
 	{KindForeignRelease, "foreign release", "foreign releases"},
 	{KindReleaseOKOnExpired, "release ok on an expired lease", "releases ok on expired leases"},
@@ -194,9 +202,9 @@ var kindNames = []struct{ kind, one, many string }{
 // summarize lists the anomalies of the given severity by kind:
 // "2 double holders, 1 lost update"; double holders of a lease run say
 // their causes: "3 double holders (1 lease-broken, 2 lease-expired)".
-func summarize(as []Anomaly, severity string) string {
-	n := map[string]int{}
-	causes := map[string]int{}
+func summarize(as []Anomaly, severity Severity) string {
+	n := map[Kind]int{}
+	causes := map[Cause]int{}
 	for _, a := range as {
 		if a.Severity == severity {
 			n[a.Kind]++
@@ -211,7 +219,7 @@ func summarize(as []Anomaly, severity string) string {
 			part := plural(c, k.one, k.many)
 			if k.kind == KindDoubleHolder && len(causes) > 0 {
 				var cs []string
-				for _, cause := range []string{CauseLeaseBroken, CauseSessionAlive, CauseLeaseExpired, CauseSessionExpired, CauseUnknown} {
+				for _, cause := range []Cause{CauseLeaseBroken, CauseSessionAlive, CauseLeaseExpired, CauseSessionExpired, CauseUnknown} {
 					if m := causes[cause]; m > 0 {
 						cs = append(cs, fmt.Sprintf("%d %s", m, cause))
 					}
@@ -224,7 +232,7 @@ func summarize(as []Anomaly, severity string) string {
 	}
 	// A kind without a name still counts: a violation must never be
 	// left out of the verdict.
-	rest := make([]string, 0, len(n))
+	rest := make([]Kind, 0, len(n))
 	for k := range n {
 		if k != KindDeadlock {
 			rest = append(rest, k)

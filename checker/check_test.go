@@ -137,7 +137,7 @@ func TestSeverities(t *testing.T) {
 		name     string
 		fence    bool
 		damage   bool
-		want     string // severity of the double holder
+		want     Severity // severity of the double holder
 		verdict  Verdict
 		firstVio bool
 	}{

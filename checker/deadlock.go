@@ -55,7 +55,7 @@ const minDeadlockFailures = 3
 // last one's return, all inside one gap between the spans of the holds.
 func checkDeadlock(f *facts) (Property, []Anomaly) {
 	h, holds, spans := f.h, f.holds, f.spans
-	p := Property{Name: KindDeadlock, Engine: "interval sweep", Status: Pass}
+	p := Property{Name: string(KindDeadlock), Engine: "interval sweep", Status: Pass}
 	threshold := deadlockThreshold(h.Info)
 	p.Detail = "threshold " + span(threshold)
 	// Gap g lies between spans[g-1] (or the start) and spans[g] (or the

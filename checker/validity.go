@@ -17,7 +17,7 @@ import (
 // validity, was paused, then used the resource), whatever the lock did.
 func checkUsedAfterValidity(f *facts, slack int64) (Property, []Anomaly) {
 	h := f.h
-	p := Property{Name: KindUsedAfterValidity, Engine: "validity replay", Status: Pass}
+	p := Property{Name: string(KindUsedAfterValidity), Engine: "validity replay", Status: Pass}
 	if !h.Info.ChecksValidity {
 		p.Status = Skipped
 		p.Detail = "the clients do not check their lease validity"

@@ -80,7 +80,7 @@ func (d *detector) loop() {
 			// runs get the double-holder check only.
 			if !d.info.ReadWrite {
 				if as := d.inc.Add(e); found == nil && len(as) > 0 {
-					found = &Detection{ViolationAt: time.Duration(as[0].Start), CertainAt: time.Duration(e.Time), Clients: as[0].Clients, Kind: as[0].Kind}
+					found = &Detection{ViolationAt: time.Duration(as[0].Start), CertainAt: time.Duration(e.Time), Clients: as[0].Clients, Kind: string(as[0].Kind)}
 				}
 			}
 			if found == nil {
@@ -158,7 +158,7 @@ func (d *detector) doubleHolder(e history.Event) *Detection {
 				continue
 			}
 			if found == nil || c < found.Clients[0] {
-				found = &Detection{ViolationAt: time.Duration(e.Time), CertainAt: time.Duration(e.Time), Clients: []int{c, e.Client}, Kind: checker.KindDoubleHolder}
+				found = &Detection{ViolationAt: time.Duration(e.Time), CertainAt: time.Duration(e.Time), Clients: []int{c, e.Client}, Kind: string(checker.KindDoubleHolder)}
 			}
 		}
 		d.holding[e.Client] = b
