@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -57,6 +58,15 @@ func dataLevel(kind Kind) bool {
 // Check works from the history alone and never reports an unknown property
 // as a pass.
 func Check(h *history.History, opts Options) Result {
+	return CheckContext(context.Background(), h, opts)
+}
+
+// CheckContext is Check, stopped when ctx is done: the properties decided
+// by then keep their status, the others are Interrupted, and the verdict
+// is never safe (a violation found before still makes it unsafe). It
+// returns within about a second of ctx being done; Interrupted on the
+// result says whether it was.
+func CheckContext(ctx context.Context, h *history.History, opts Options) Result {
 	opts = opts.withDefaults()
 	r := Result{
 		Lock:           h.Info.Lock,
@@ -75,34 +85,46 @@ func Check(h *history.History, opts Options) Result {
 	r.Counts = f.counts
 	r.Counts.FaultsOnHolder = faultsOnHolders(h, f.holds, int64(opts.Slack))
 
-	run := func(check func() (Property, []Anomaly)) {
+	stopped := false
+	run := func(name string, check func() (Property, []Anomaly)) {
+		if stopped = stopped || ctx.Err() != nil; stopped {
+			r.Properties = append(r.Properties, Property{Name: name, Status: Interrupted,
+				Detail: "the check was interrupted before this property was decided"})
+			return
+		}
 		t0 := time.Now()
 		p, as := check()
+		if ctx.Err() != nil && p.Status == Unknown {
+			p.Status, stopped = Interrupted, true
+		}
 		p.Millis = float64(time.Since(t0).Nanoseconds()) / 1e6
 		r.Properties = append(r.Properties, p)
 		r.Anomalies = append(r.Anomalies, as...)
 	}
 	slack := int64(opts.Slack)
 	var doubles []Anomaly
-	run(func() (Property, []Anomaly) {
+	run(string(KindDoubleHolder), func() (Property, []Anomaly) {
 		p, as := checkDoubleHolder(f, slack)
 		doubles = as
 		return p, as
 	})
-	run(func() (Property, []Anomaly) { return checkLeaseContract(h.Info, doubles), nil })
-	run(func() (Property, []Anomaly) { return checkForeignRelease(f) })
-	run(func() (Property, []Anomaly) { return checkReleaseOKOnExpired(f, slack) })
-	run(func() (Property, []Anomaly) { return checkUsedAfterValidity(f, slack) })
-	run(func() (Property, []Anomaly) {
+	run("lease-contract", func() (Property, []Anomaly) { return checkLeaseContract(h.Info, doubles), nil })
+	run(string(KindForeignRelease), func() (Property, []Anomaly) { return checkForeignRelease(f) })
+	run(string(KindReleaseOKOnExpired), func() (Property, []Anomaly) { return checkReleaseOKOnExpired(f, slack) })
+	run(string(KindUsedAfterValidity), func() (Property, []Anomaly) { return checkUsedAfterValidity(f, slack) })
+	run(string(KindLostUpdate), func() (Property, []Anomaly) {
 		p, as, final := checkLostUpdate(f)
 		r.Counts.ResourceFinal = final
 		return p, as
 	})
-	run(func() (Property, []Anomaly) { return checkFencing(f) })
-	run(func() (Property, []Anomaly) { return checkTokenOrder(f) })
-	run(func() (Property, []Anomaly) { return checkDeadlock(f) })
-	run(func() (Property, []Anomaly) { return checkLinearizable(f, opts) })
-	r.Properties, r.Anomalies = appendReadWrite(f, r.Properties, r.Anomalies) // read-write runs only (readwrite.go)
+	run("fencing", func() (Property, []Anomaly) { return checkFencing(f) })
+	run("token-order", func() (Property, []Anomaly) { return checkTokenOrder(f) })
+	run(string(KindDeadlock), func() (Property, []Anomaly) { return checkDeadlock(f) })
+	run("linearizable", func() (Property, []Anomaly) { return checkLinearizableCtx(ctx, f, opts) })
+	if !stopped {
+		r.Properties, r.Anomalies = appendReadWrite(f, r.Properties, r.Anomalies) // read-write runs only (readwrite.go)
+	}
+	r.CheckInterrupted = stopped
 
 	setSeverities(&r)
 	sortAnomalies(r.Anomalies)
@@ -272,8 +294,8 @@ func verdict(h *history.History, r *Result, holds []Hold, opts Options) (Verdict
 	// Inconclusive: the run cannot vouch for the lock.
 	var why []string
 	for _, p := range r.Properties {
-		if p.Status == Unknown {
-			why = append(why, fmt.Sprintf("%s unknown: %s", p.Name, p.Detail))
+		if p.Status == Unknown || p.Status == Interrupted {
+			why = append(why, fmt.Sprintf("%s %s: %s", p.Name, p.Status, p.Detail))
 		}
 	}
 	c := &r.Counts

@@ -90,6 +90,10 @@ type SearchStats struct {
 	Bound      int   `json:"bound"`
 	Exceeded   bool  `json:"exceeded,omitempty"`
 	ExceededAt int64 `json:"exceeded_at_ns,omitempty"`
+	// OutOfTime says the sweep gave up (Exceeded) because its time budget
+	// (Options.SearchBudget) ran out or the check was cancelled, not for
+	// its bound.
+	OutOfTime bool `json:"out_of_time,omitempty"`
 }
 
 // config is one way the lock may be after the operations read so far.
@@ -215,6 +219,28 @@ type sweepPass struct {
 	// linearization found that way is one of the full model; a failure is
 	// not a proof.
 	horizon int64
+	// halt, when set, is polled every haltEvery returns and explorations:
+	// true makes the sweep give up (SearchStats.OutOfTime): its time
+	// budget ran out, or the check was cancelled.
+	halt  func() bool
+	polls int
+}
+
+// haltEvery is how many returns and explorations the sweep reads between
+// two polls of its halt function (a poll reads the clock).
+const haltEvery = 256
+
+// halted polls s.halt every haltEvery calls and gives up when it says so.
+func (s *sweep) halted() bool {
+	if s.halt == nil {
+		return false
+	}
+	if s.polls++; s.polls%haltEvery != 0 || !s.halt() {
+		return false
+	}
+	s.stats.OutOfTime = true
+	s.exceed()
+	return true
 }
 
 // sweepScratch is the exploration of one return (expand) and its
@@ -399,6 +425,9 @@ func remove(xs []int32, i int32) []int32 {
 func (s *sweep) ret(i int32) {
 	op := &s.ops[i]
 	s.t = op.ret
+	if s.halted() {
+		return
+	}
 	if op.out == outHeld {
 		if s.m.lease {
 			s.heldIn = remove(s.heldIn, i)

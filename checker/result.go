@@ -13,6 +13,9 @@ const (
 	Fail    Status = "fail"
 	Unknown Status = "unknown" // the check could not decide (e.g. search timed out)
 	Skipped Status = "n/a"     // the property does not apply to this run
+	// Interrupted: the check was stopped (CheckContext's context done)
+	// before it decided the property. Never a pass.
+	Interrupted Status = "interrupted"
 )
 
 // Verdict is the overall answer for a run.
@@ -141,6 +144,11 @@ type Result struct {
 	// (history.EndedInterrupted); the verdict covers only what it recorded,
 	// and campaigns never count it as a verdict.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// CheckInterrupted: the check itself was stopped (Ctrl-C or SIGTERM
+	// during `locktest check` or the check at the end of `locktest run`)
+	// before it decided every property: those it had not are
+	// "interrupted", and the verdict is never safe.
+	CheckInterrupted bool `json:"check_interrupted,omitempty"`
 	// StoppedEarly: the run stopped at the first violation the online
 	// checker was certain of (history.EndedEarly, --stop-early): the
 	// anomaly counts are lower bounds.

@@ -27,6 +27,9 @@ func (s *sweep) expand(c *config, x int32) {
 		s.work = s.work[:len(s.work)-1]
 		d := &s.node
 		s.stats.Explored++
+		if s.halted() {
+			return
+		}
 		s.deferred, s.deferDone = s.deferred[:0], s.deferDone[:0]
 		// (Read-write: only a refused release can change nothing; see
 		// noop.)

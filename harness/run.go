@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/locktest/locktest/checker"
@@ -678,13 +680,24 @@ func clientHost(n *netns.Net) func(int) (*netns.Host, error) {
 }
 
 // CheckDir checks the history in a run directory, writes results.json,
-// report.html and linearization.html there and prints the summary.
+// report.html and linearization.html there and prints the summary. The
+// check ends early at a second Ctrl-C or SIGTERM (the first one ends a
+// run's workload): see CheckDirContext.
 func CheckDir(dir string, out io.Writer, quiet bool) (*checker.Result, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return CheckDirContext(ctx, dir, out, quiet)
+}
+
+// CheckDirContext is CheckDir stopped when ctx is done: results.json is
+// still written, with the properties decided by then and the others
+// "interrupted" (checker.Result.CheckInterrupted), never a pass.
+func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool) (*checker.Result, error) {
 	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
 	if err != nil {
 		return nil, err
 	}
-	res := checker.Check(h, checker.DefaultOptions())
+	res := checker.CheckContext(ctx, h, checker.DefaultOptions())
 	if err := reports.WriteResultsJSON(filepath.Join(dir, "results.json"), &res); err != nil {
 		return nil, err
 	}
