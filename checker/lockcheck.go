@@ -228,7 +228,7 @@ type sweepPass struct {
 
 // haltEvery is how many returns and explorations the sweep reads between
 // two polls of its halt function (a poll reads the clock).
-const haltEvery = 256
+const haltEvery = 16
 
 // halted polls s.halt every haltEvery calls and gives up when it says so.
 func (s *sweep) halted() bool {

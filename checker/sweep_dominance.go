@@ -303,6 +303,9 @@ func (s *sweep) prune() {
 			b = n // (read-write: see reaches)
 		}
 		for x := a; x < b; x++ {
+			if s.halted() {
+				return // (the sweep gives up: what it keeps no longer matters)
+			}
 			i := s.order[x]
 			s.keep[i] = true
 			for y := a; y < b; y++ {
