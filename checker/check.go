@@ -119,7 +119,7 @@ func CheckContext(ctx context.Context, h *history.History, opts Options) Result 
 	})
 	run("fencing", func() (Property, []Anomaly) { return checkFencing(f) })
 	run("token-order", func() (Property, []Anomaly) { return checkTokenOrder(f) })
-	run(string(KindDeadlock), func() (Property, []Anomaly) { return checkDeadlock(f) })
+	run(string(KindDeadlock), func() (Property, []Anomaly) { return checkDeadlock(f, slack) })
 	run("linearizable", func() (Property, []Anomaly) { return checkLinearizableCtx(ctx, f, opts) })
 	if !stopped {
 		r.Properties, r.Anomalies = appendReadWrite(f, r.Properties, r.Anomalies) // read-write runs only (readwrite.go)
@@ -159,6 +159,8 @@ func setSeverities(r *Result) {
 		switch {
 		case a.Kind == KindStaleWriteRejected:
 			a.Severity = SeverityInfo
+		case a.Kind == KindDeadlock && a.Severity == SeverityInfo:
+			// Unavailability explained by lost answers (checkDeadlock).
 		case lockLevel(a.Kind) && r.Fence && !damaged:
 			a.Severity = SeverityContained
 			contained[propertyOf(a.Kind)]++

@@ -111,15 +111,7 @@ func describeStateRW(s lockState, ow *owners, rs *readerSets) string {
 			if k > 0 {
 				sb.WriteString(", ")
 			}
-			fmt.Fprintf(&sb, "client %d", r.client)
-			if r.owner == ownerFresh {
-				sb.WriteString(" (owner unknown)")
-			} else if n := ow.name(r.owner); n != "" {
-				fmt.Fprintf(&sb, " (%s)", n)
-			}
-			if r.depth > 1 {
-				fmt.Fprintf(&sb, " %d times", r.depth)
-			}
+			describeHolder(&sb, r.client, r.owner, r.depth, ow)
 		}
 		return sb.String()
 	}
@@ -130,14 +122,20 @@ func describeStateRW(s lockState, ow *owners, rs *readerSets) string {
 		return "held by a lost acquire of some client, which no release could free"
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "held by client %d", s.client)
-	if s.owner == ownerFresh {
-		sb.WriteString(" (owner unknown)")
-	} else if n := ow.name(s.owner); n != "" {
-		fmt.Fprintf(&sb, " (%s)", n)
-	}
-	if s.depth > 1 {
-		fmt.Fprintf(&sb, " %d times", s.depth)
-	}
+	sb.WriteString("held by ")
+	describeHolder(&sb, s.client, s.owner, s.depth, ow)
 	return sb.String()
+}
+
+// describeHolder writes "client 3 (owner-name) 2 times".
+func describeHolder(sb *strings.Builder, client, owner, depth int32, ow *owners) {
+	fmt.Fprintf(sb, "client %d", client)
+	if owner == ownerFresh {
+		sb.WriteString(" (owner unknown)")
+	} else if n := ow.name(owner); n != "" {
+		fmt.Fprintf(sb, " (%s)", n)
+	}
+	if depth > 1 {
+		fmt.Fprintf(sb, " %d times", depth)
+	}
 }
