@@ -81,9 +81,12 @@ func CheckContext(ctx context.Context, h *history.History, opts Options) Result 
 		Anomalies:      []Anomaly{},
 		FirstViolation: -1,
 	}
-	f := newFacts(h)
-	r.Counts = f.counts
-	r.Counts.FaultsOnHolder = faultsOnHolders(h, f.holds, int64(opts.Slack))
+	f := &facts{h: h}
+	if ctx.Err() == nil {
+		f = newFacts(h)
+		r.Counts = f.counts
+		r.Counts.FaultsOnHolder = faultsOnHolders(h, f.holds, int64(opts.Slack))
+	}
 
 	stopped := false
 	run := func(name string, check func() (Property, []Anomaly)) {

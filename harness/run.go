@@ -693,13 +693,38 @@ func CheckDir(dir string, out io.Writer, quiet bool) (*checker.Result, error) {
 // still written, with the properties decided by then and the others
 // "interrupted" (checker.Result.CheckInterrupted), never a pass.
 func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool) (*checker.Result, error) {
-	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
-	if err != nil {
-		return nil, err
+	// Loading a long history takes seconds and cannot be stopped: a check
+	// interrupted meanwhile decides nothing (the load goes on until the
+	// process exits).
+	type loaded struct {
+		h   *history.History
+		err error
+	}
+	ch := make(chan loaded, 1)
+	go func() {
+		h, err := history.Load(filepath.Join(dir, "history.jsonl"))
+		ch <- loaded{h, err}
+	}()
+	var h *history.History
+	select {
+	case l := <-ch:
+		if l.err != nil {
+			return nil, l.err
+		}
+		h = l.h
+	case <-ctx.Done():
+		h = &history.History{}
 	}
 	res := checker.CheckContext(ctx, h, checker.DefaultOptions())
 	if err := reports.WriteResultsJSON(filepath.Join(dir, "results.json"), &res); err != nil {
 		return nil, err
+	}
+	if res.CheckInterrupted {
+		// The pages (and porcupine's view) take seconds more: not now.
+		if out != nil {
+			fmt.Fprintf(out, "check interrupted: %s written, pages not\n", filepath.Join(dir, "results.json"))
+		}
+		return &res, nil
 	}
 	if err := reports.WriteRunDir(dir, h, &res); err != nil {
 		return nil, err
