@@ -20,7 +20,7 @@ type Options struct {
 	// or explores at one return, before it gives up (default 4096).
 	SearchBound int
 	// SearchBudget bounds the lock sweep's time, both passes together
-	// (default 3s): a sweep that runs out of it gives up as when it
+	// (default 1m): a sweep that runs out of it gives up as when it
 	// exceeds SearchBound (a proven double grant still fails the property;
 	// otherwise porcupine decides, within PorcupineTimeout), never a pass.
 	SearchBudget time.Duration
@@ -55,7 +55,7 @@ func DefaultOptions() Options {
 	return Options{
 		Engine:           EngineLock,
 		SearchBound:      4096,
-		SearchBudget:     3 * time.Second,
+		SearchBudget:     time.Minute,
 		LostHorizon:      10 * time.Millisecond,
 		PorcupineTimeout: 10 * time.Second,
 		PorcupineMaxOps:  50000,
