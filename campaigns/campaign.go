@@ -459,19 +459,19 @@ func FillRun(run *reports.CellRun, res *checker.Result) {
 			if run.Causes == nil {
 				run.Causes = map[string]int{}
 			}
-			run.Causes[a.Cause]++
+			run.Causes[string(a.Cause)]++
 		}
 		switch a.Severity {
 		case checker.SeverityViolation:
 			if run.Anomalies == nil {
 				run.Anomalies = map[string]int{}
 			}
-			run.Anomalies[a.Kind]++
+			run.Anomalies[string(a.Kind)]++
 		case checker.SeverityContained:
 			if run.Contained == nil {
 				run.Contained = map[string]int{}
 			}
-			run.Contained[a.Kind]++
+			run.Contained[string(a.Kind)]++
 		}
 	}
 	if res.Verdict == checker.Unsafe {

@@ -144,15 +144,15 @@ func TestCampaignFromStoredRuns(t *testing.T) {
 	luaPause := c.Cell("redis-lua/pause")
 	require.NotNil(t, luaPause)
 	require.Equal(t, "unsafe", luaPause.Verdict)
-	require.Positive(t, luaPause.Anomalies[checker.KindDoubleHolder])
+	require.Positive(t, luaPause.Anomalies[string(checker.KindDoubleHolder)])
 	cell := rows["redis-lua"]["pause"]
 	require.Equal(t, "unsafe", cell.class)
 	require.Contains(t, cell.text, "unsafe")
 	require.Contains(t, cell.text, "double-holder")
 	require.Contains(t, cell.text, "first after")
 	// The checker's cause of the double holders, counted, with a tooltip.
-	require.Equal(t, luaPause.Anomalies[checker.KindDoubleHolder], luaPause.Causes[checker.CauseLeaseExpired])
-	require.Contains(t, cell.text, fmt.Sprintf("cause: %d lease expired (by design)", luaPause.Causes[checker.CauseLeaseExpired]))
+	require.Equal(t, luaPause.Anomalies[string(checker.KindDoubleHolder)], luaPause.Causes[string(checker.CauseLeaseExpired)])
+	require.Contains(t, cell.text, fmt.Sprintf("cause: %d lease expired (by design)", luaPause.Causes[string(checker.CauseLeaseExpired)]))
 	require.Contains(t, cell.title, "double holders by cause")
 	require.Contains(t, cell.title, "lease-expired: the earlier holder's lease could have run out")
 	require.NotContains(t, rows["redis-lua"]["none"].text, "cause")
@@ -193,8 +193,8 @@ func TestCampaignFromStoredRuns(t *testing.T) {
 	require.NoError(t, err)
 	// Each cell lists its anomalies by kind and count, as the matrix does.
 	require.Contains(t, string(md), fmt.Sprintf("| `redis-lua` | 🟢 safe | 🔴 unsafe: %s; cause: %d lease-expired |",
-		luaPause.KindsText(), luaPause.Causes[checker.CauseLeaseExpired]))
-	require.Contains(t, string(md), fmt.Sprintf("%d double-holder", luaPause.Anomalies[checker.KindDoubleHolder]))
+		luaPause.KindsText(), luaPause.Causes[string(checker.CauseLeaseExpired)]))
+	require.Contains(t, string(md), fmt.Sprintf("%d double-holder", luaPause.Anomalies[string(checker.KindDoubleHolder)]))
 	require.Contains(t, string(md), "Double holders by cause: *lease-expired*")
 }
 

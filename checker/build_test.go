@@ -165,8 +165,8 @@ func (b *hb) events() []history.Event {
 	return evs
 }
 
-func kinds(as []Anomaly) map[string]int {
-	m := map[string]int{}
+func kinds(as []Anomaly) map[Kind]int {
+	m := map[Kind]int{}
 	for _, a := range as {
 		m[a.Kind]++
 	}

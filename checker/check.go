@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -10,16 +11,21 @@ import (
 	"github.com/locktest/locktest/history"
 )
 
+// Severity is how much an anomaly weighs: "violation" breaks the
+// verdict; "contained" is a lock-level violation whose damage fencing
+// tokens stopped; "info" is shown only.
+type Severity string
+
 // Anomaly severities.
 const (
-	SeverityViolation = "violation"
-	SeverityContained = "contained"
-	SeverityInfo      = "info"
+	SeverityViolation Severity = "violation"
+	SeverityContained Severity = "contained"
+	SeverityInfo      Severity = "info"
 )
 
 // lockLevel reports whether kind is a violation of the lock itself, whose
 // damage fencing tokens can contain.
-func lockLevel(kind string) bool {
+func lockLevel(kind Kind) bool {
 	switch kind {
 	case KindDoubleHolder, KindForeignRelease, KindReleaseOKOnExpired, KindNonLinearizable:
 		return true
@@ -28,7 +34,7 @@ func lockLevel(kind string) bool {
 }
 
 // dataLevel reports whether kind is damage to the guarded resource.
-func dataLevel(kind string) bool {
+func dataLevel(kind Kind) bool {
 	return kind == KindLostUpdate || kind == KindStaleWriteAccepted
 }
 
@@ -52,6 +58,15 @@ func dataLevel(kind string) bool {
 // Check works from the history alone and never reports an unknown property
 // as a pass.
 func Check(h *history.History, opts Options) Result {
+	return CheckContext(context.Background(), h, opts)
+}
+
+// CheckContext is Check, stopped when ctx is done: the properties decided
+// by then keep their status, the others are Interrupted, and the verdict
+// is never safe (a violation found before still makes it unsafe). It
+// returns within about a second of ctx being done; Interrupted on the
+// result says whether it was.
+func CheckContext(ctx context.Context, h *history.History, opts Options) Result {
 	opts = opts.withDefaults()
 	r := Result{
 		Lock:           h.Info.Lock,
@@ -67,38 +82,53 @@ func Check(h *history.History, opts Options) Result {
 		Anomalies:      []Anomaly{},
 		FirstViolation: -1,
 	}
-	f := newFacts(h)
-	r.Counts = f.counts
-	r.Counts.FaultsOnHolder = faultsOnHolders(h, f.holds, int64(opts.Slack))
+	f := &facts{h: h}
+	if ctx.Err() == nil {
+		f = newFacts(h)
+		r.Counts = f.counts
+		r.Counts.FaultsOnHolder = faultsOnHolders(h, f.holds, int64(opts.Slack))
+	}
 
-	run := func(check func() (Property, []Anomaly)) {
+	stopped := false
+	run := func(name string, check func() (Property, []Anomaly)) {
+		if stopped = stopped || ctx.Err() != nil; stopped {
+			r.Properties = append(r.Properties, Property{Name: name, Status: Interrupted,
+				Detail: "the check was interrupted before this property was decided"})
+			return
+		}
 		t0 := time.Now()
 		p, as := check()
+		if ctx.Err() != nil && p.Status == Unknown {
+			p.Status, stopped = Interrupted, true
+		}
 		p.Millis = float64(time.Since(t0).Nanoseconds()) / 1e6
 		r.Properties = append(r.Properties, p)
 		r.Anomalies = append(r.Anomalies, as...)
 	}
 	slack := int64(opts.Slack)
 	var doubles []Anomaly
-	run(func() (Property, []Anomaly) {
+	run(string(KindDoubleHolder), func() (Property, []Anomaly) {
 		p, as := checkDoubleHolder(f, slack)
 		doubles = as
 		return p, as
 	})
-	run(func() (Property, []Anomaly) { return checkLeaseContract(h.Info, doubles), nil })
-	run(func() (Property, []Anomaly) { return checkForeignRelease(f) })
-	run(func() (Property, []Anomaly) { return checkReleaseOKOnExpired(f, slack) })
-	run(func() (Property, []Anomaly) { return checkUsedAfterValidity(f, slack) })
-	run(func() (Property, []Anomaly) {
+	run("lease-contract", func() (Property, []Anomaly) { return checkLeaseContract(h.Info, doubles), nil })
+	run(string(KindForeignRelease), func() (Property, []Anomaly) { return checkForeignRelease(f) })
+	run(string(KindReleaseOKOnExpired), func() (Property, []Anomaly) { return checkReleaseOKOnExpired(f, slack) })
+	run(string(KindUsedAfterValidity), func() (Property, []Anomaly) { return checkUsedAfterValidity(f, slack) })
+	run(string(KindLostUpdate), func() (Property, []Anomaly) {
 		p, as, final := checkLostUpdate(f)
 		r.Counts.ResourceFinal = final
 		return p, as
 	})
-	run(func() (Property, []Anomaly) { return checkFencing(f) })
-	run(func() (Property, []Anomaly) { return checkTokenOrder(f) })
-	run(func() (Property, []Anomaly) { return checkDeadlock(f) })
-	run(func() (Property, []Anomaly) { return checkLinearizable(f, opts) })
-	r.Properties, r.Anomalies = appendReadWrite(f, r.Properties, r.Anomalies) // read-write runs only (readwrite.go)
+	run("fencing", func() (Property, []Anomaly) { return checkFencing(f) })
+	run("token-order", func() (Property, []Anomaly) { return checkTokenOrder(f) })
+	run(string(KindDeadlock), func() (Property, []Anomaly) { return checkDeadlock(f, slack) })
+	run("linearizable", func() (Property, []Anomaly) { return checkLinearizableCtx(ctx, f, opts) })
+	if !stopped {
+		r.Properties, r.Anomalies = appendReadWrite(f, r.Properties, r.Anomalies) // read-write runs only (readwrite.go)
+	}
+	r.CheckInterrupted = stopped
 
 	setSeverities(&r)
 	sortAnomalies(r.Anomalies)
@@ -133,6 +163,8 @@ func setSeverities(r *Result) {
 		switch {
 		case a.Kind == KindStaleWriteRejected || a.Kind == KindCheckThenAct:
 			a.Severity = SeverityInfo
+		case a.Kind == KindDeadlock && a.Severity == SeverityInfo:
+			// Unavailability explained by lost answers (checkDeadlock).
 		case lockLevel(a.Kind) && r.Fence && !damaged:
 			a.Severity = SeverityContained
 			contained[propertyOf(a.Kind)]++
@@ -152,7 +184,7 @@ func setSeverities(r *Result) {
 	}
 }
 
-func propertyOf(kind string) string {
+func propertyOf(kind Kind) string {
 	switch kind {
 	case KindNonLinearizable:
 		return "linearizable"
@@ -161,7 +193,7 @@ func propertyOf(kind string) string {
 	case KindTokenReused, KindTokenRegressed:
 		return "token-order"
 	}
-	return kind
+	return string(kind)
 }
 
 // sortAnomalies orders anomalies by start, then end, then kind.
@@ -179,7 +211,10 @@ func sortAnomalies(as []Anomaly) {
 }
 
 // kindNames are the kinds in the order Why lists them, with their names.
-var kindNames = []struct{ kind, one, many string }{
+var kindNames = []struct {
+	kind      Kind
+	one, many string
+}{
 	{KindDoubleHolder, "double holder", "double holders"},
 	{KindForeignRelease, "foreign release", "foreign releases"},
 	{KindReleaseOKOnExpired, "release ok on an expired lease", "releases ok on expired leases"},
@@ -195,9 +230,9 @@ var kindNames = []struct{ kind, one, many string }{
 // summarize lists the anomalies of the given severity by kind:
 // "2 double holders, 1 lost update"; double holders of a lease run say
 // their causes: "3 double holders (1 lease-broken, 2 lease-expired)".
-func summarize(as []Anomaly, severity string) string {
-	n := map[string]int{}
-	causes := map[string]int{}
+func summarize(as []Anomaly, severity Severity) string {
+	n := map[Kind]int{}
+	causes := map[Cause]int{}
 	for _, a := range as {
 		if a.Severity == severity {
 			n[a.Kind]++
@@ -212,7 +247,7 @@ func summarize(as []Anomaly, severity string) string {
 			part := plural(c, k.one, k.many)
 			if k.kind == KindDoubleHolder && len(causes) > 0 {
 				var cs []string
-				for _, cause := range []string{CauseLeaseBroken, CauseSessionAlive, CauseLeaseExpired, CauseSessionExpired, CauseUnknown} {
+				for _, cause := range []Cause{CauseLeaseBroken, CauseSessionAlive, CauseLeaseExpired, CauseSessionExpired, CauseUnknown} {
 					if m := causes[cause]; m > 0 {
 						cs = append(cs, fmt.Sprintf("%d %s", m, cause))
 					}
@@ -225,7 +260,7 @@ func summarize(as []Anomaly, severity string) string {
 	}
 	// A kind without a name still counts: a violation must never be
 	// left out of the verdict.
-	rest := make([]string, 0, len(n))
+	rest := make([]Kind, 0, len(n))
 	for k := range n {
 		if k != KindDeadlock {
 			rest = append(rest, k)
@@ -265,8 +300,8 @@ func verdict(h *history.History, r *Result, holds []Hold, opts Options) (Verdict
 	// Inconclusive: the run cannot vouch for the lock.
 	var why []string
 	for _, p := range r.Properties {
-		if p.Status == Unknown {
-			why = append(why, fmt.Sprintf("%s unknown: %s", p.Name, p.Detail))
+		if p.Status == Unknown || p.Status == Interrupted {
+			why = append(why, fmt.Sprintf("%s %s: %s", p.Name, p.Status, p.Detail))
 		}
 	}
 	c := &r.Counts

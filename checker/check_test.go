@@ -137,7 +137,7 @@ func TestSeverities(t *testing.T) {
 		name     string
 		fence    bool
 		damage   bool
-		want     string // severity of the double holder
+		want     Severity // severity of the double holder
 		verdict  Verdict
 		firstVio bool
 	}{
@@ -202,7 +202,7 @@ func TestCheckFillsResult(t *testing.T) {
 
 func TestDefaultOptions(t *testing.T) {
 	require.Equal(t, DefaultOptions(), Options{}.withDefaults())
-	require.Equal(t, Options{Engine: EngineLock, SearchBound: 4096, LostHorizon: 10 * time.Millisecond, PorcupineTimeout: 10 * time.Second, PorcupineMaxOps: 50000, MinAcquires: 10, Slack: 5 * time.Millisecond}, DefaultOptions())
+	require.Equal(t, Options{Engine: EngineLock, SearchBound: 4096, SearchBudget: time.Minute, LostHorizon: 10 * time.Millisecond, PorcupineTimeout: 10 * time.Second, PorcupineMaxOps: 50000, MinAcquires: 10, Slack: 5 * time.Millisecond}, DefaultOptions())
 	o := Options{MinAcquires: 3}.withDefaults()
 	require.Equal(t, 3, o.MinAcquires)
 }

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/locktest/locktest/history"
@@ -53,17 +54,20 @@ const minDeadlockFailures = 3
 // acquires kept failing because it was held, for at least the threshold.
 // The window of a deadlock runs from the first such failure's call to the
 // last one's return, all inside one gap between the spans of the holds.
-func checkDeadlock(f *facts) (Property, []Anomaly) {
+func checkDeadlock(f *facts, slack int64) (Property, []Anomaly) {
 	h, holds, spans := f.h, f.holds, f.spans
-	p := Property{Name: KindDeadlock, Engine: "interval sweep", Status: Pass}
+	p := Property{Name: string(KindDeadlock), Engine: "interval sweep", Status: Pass}
 	threshold := deadlockThreshold(h.Info)
 	p.Detail = "threshold " + span(threshold)
 	// Gap g lies between spans[g-1] (or the start) and spans[g] (or the
 	// end). Ops come in order of call, so the gaps are visited in order and
 	// each is finished when the next one starts.
 	var out []Anomaly
+	lost := lostAcquires(h)
 	g, cur := 0, -1 // cur: the gap being filled, -1 none
 	first, last, n := 0, 0, 0
+	var refused []int // the refusals of the gap being filled
+	explained := 0
 	flush := func() {
 		if cur < 0 || n < minDeadlockFailures {
 			return
@@ -76,7 +80,22 @@ func checkDeadlock(f *facts) (Property, []Anomaly) {
 		if cur > 0 {
 			prev = &holds[spans[cur-1].Last]
 		}
-		out = append(out, deadlockAnomaly(h, prev, from, to, n, cur == len(spans), h.Ops[first].OpID, h.Ops[last].OpID))
+		a := deadlockAnomaly(h, prev, from, to, n, cur == len(spans), h.Ops[first].OpID, h.Ops[last].OpID)
+		if used, ok := explainByLost(h, refused, lost, slack); ok {
+			// Unavailability, not a broken promise: every refusal fell
+			// within a lease that a lost acquire may have been granted.
+			a.Severity = SeverityInfo
+			a.Explanation = fmt.Sprintf("unavailable %s; every refusal explained by %s that may have been granted (their answers were lost, so no client knew it held the lock). An availability finding, not a violation: %s",
+				span(to-from), plural(len(used), "lost acquire", "lost acquires"), a.Explanation)
+			for _, k := range used {
+				a.Ops = append(a.Ops, h.Ops[k].OpID)
+			}
+			explained++
+		} else if len(used) > 0 && !leaseExpires(h.Info) {
+			a.Explanation += fmt.Sprintf(" %s may have taken it for good (the lock never expires).",
+				plural(len(used), "A lost acquire", "Lost acquires"))
+		}
+		out = append(out, a)
 	}
 	for _, i := range f.heldFails {
 		op := &h.Ops[i]
@@ -93,18 +112,111 @@ func checkDeadlock(f *facts) (Property, []Anomaly) {
 		if g != cur {
 			flush()
 			cur, first, last, n = g, i, i, 0
+			refused = refused[:0]
 		}
+		refused = append(refused, i)
 		if op.Return > h.Ops[last].Return {
 			last = i
 		}
 		n++
 	}
 	flush()
-	p.Count = len(out)
-	if len(out) > 0 {
+	p.Count = len(out) - explained
+	if p.Count > 0 {
 		p.Status = Fail
 	}
+	if explained > 0 {
+		p.Detail += fmt.Sprintf("; %s explained by lost acquires that may have been granted (availability, not a violation)",
+			plural(explained, "stretch of unavailability", "stretches of unavailability"))
+	}
 	return p, out
+}
+
+// leaseExpires reports whether a lock taken by a lost acquire frees itself:
+// a lease that nobody renews (a renewed lease lives while its holder's
+// process does, and a lock without expiry is held for good).
+func leaseExpires(info history.RunInfo) bool {
+	return info.Lease && info.TTLMillis > 0 && !info.Renews
+}
+
+// lostAcquires returns the indices of h's lost (indeterminate) acquires,
+// in order of invocation.
+func lostAcquires(h *history.History) []int {
+	var out []int
+	for i := range h.Ops {
+		if op := &h.Ops[i]; op.Op == history.Acquire && op.Type == history.Info {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// explainByLost reports whether every refusal in refused (indices of
+// acquires that failed "held", in order of invocation) may have met a
+// lock held by a lost acquire of lost: one granted at some g between its
+// invocation and the time its client gave up on it (Completed), holding
+// the lock over [g, g + TTL + slack] on a lease that expires. Each lost
+// acquire is granted once, so it explains the refusals of one lease; they
+// are assigned greedily, the grant as late as the first refusal it
+// explains allows (refusals taken by return). It returns the lost acquires used (also when some
+// refusal is left unexplained, or the lock never expires: then ok is
+// false).
+func explainByLost(h *history.History, refused, lost []int, slack int64) (used []int, ok bool) {
+	if len(lost) == 0 {
+		return nil, false
+	}
+	expires := leaseExpires(h.Info)
+	life := h.Info.TTLMillis*1e6 + slack
+	taken := map[int]bool{}
+	g, end := int64(0), int64(-1) // the current grant's lease [g, end]
+	ok = expires
+	// By return: the refusal that returns first is explained by a grant
+	// as late as it allows, which covers the most of those after it (as
+	// stabbing intervals with the fewest points).
+	byRet := slices.Clone(refused)
+	slices.SortStableFunc(byRet, func(a, b int) int { return cmpInt64(h.Ops[a].Return, h.Ops[b].Return) })
+	for _, r := range byRet {
+		op := &h.Ops[r]
+		if expires && max(op.Call, g) <= min(op.Return, end) {
+			continue
+		}
+		// The lost acquire invoked by op.Return whose grant can come the
+		// latest, no later than op.Return.
+		best, bestG := -1, int64(-1)
+		for _, k := range lost {
+			l := &h.Ops[k]
+			if l.Call > op.Return {
+				break
+			}
+			if taken[k] {
+				continue
+			}
+			lg := min(l.Completed, op.Return)
+			if expires && satAdd(lg, life) < op.Call {
+				continue // its lease surely ended before op was invoked
+			}
+			if lg > bestG {
+				best, bestG = k, lg
+			}
+		}
+		if best < 0 {
+			ok = false
+			if !expires {
+				break
+			}
+			continue
+		}
+		taken[best] = true
+		used = append(used, best)
+		if !expires {
+			// Held for good: one lost grant explains every later refusal.
+			g, end = bestG, history.Never
+			ok = false
+			break
+		}
+		g, end = bestG, satAdd(bestG, life)
+	}
+	return used, ok
 }
 
 func deadlockAnomaly(h *history.History, prev *Hold, from, to int64, n int, toEnd bool, firstOp, lastOp int64) Anomaly {

@@ -92,7 +92,7 @@ func TestDeadlock(t *testing.T) {
 			}
 			tt.build(b)
 			h := b.build(t)
-			p, as := checkDeadlock(newFacts(h))
+			p, as := checkDeadlock(newFacts(h), int64(DefaultOptions().Slack))
 			require.Len(t, as, tt.want)
 			require.Equal(t, tt.want, p.Count)
 			for _, s := range tt.explains {

@@ -17,7 +17,7 @@ import (
 // In lease runs each anomaly gets a Cause (see leaseCause).
 func checkDoubleHolder(f *facts, slack int64) (Property, []Anomaly) {
 	h, holds := f.h, f.holds
-	p := Property{Name: KindDoubleHolder, Engine: "interval sweep", Status: Pass}
+	p := Property{Name: string(KindDoubleHolder), Engine: "interval sweep", Status: Pass}
 	var out []Anomaly
 	var active []int // indices into holds, still open
 	for i := range holds {
@@ -77,7 +77,7 @@ func checkDoubleHolder(f *facts, slack int64) (Property, []Anomaly) {
 // connections) is classified by SessionCause instead.
 //
 // It returns "" outside lease and session runs.
-func leaseCause(h *history.History, a, b *Hold, slack int64) (cause string, stale *Hold) {
+func leaseCause(h *history.History, a, b *Hold, slack int64) (cause Cause, stale *Hold) {
 	info := h.Info
 	ttl := info.TTLMillis * 1e6
 	if info.Session && (info.Renews && ttl > 0 || info.IdleTimeoutMillis > 0) {
@@ -213,7 +213,7 @@ func checkLeaseContract(info history.RunInfo, doubles []Anomaly) Property {
 		p.Detail = "the lock has no lease"
 		return p
 	}
-	n := map[string]int{}
+	n := map[Cause]int{}
 	for _, a := range doubles {
 		n[a.Cause]++
 	}

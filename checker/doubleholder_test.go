@@ -14,7 +14,7 @@ func TestDoubleHolder(t *testing.T) {
 		name    string
 		lease   bool
 		renews  bool
-		cause   string // of the first anomaly
+		cause   Cause // of the first anomaly
 		build   func(b *hb)
 		pairs   [][2]int // clients of each anomaly, earlier holder first
 		explain []string // substrings of the first explanation

@@ -15,7 +15,7 @@ import (
 // server's own account (a) counts.
 func checkReleaseOKOnExpired(f *facts, slack int64) (Property, []Anomaly) {
 	h, holds := f.h, f.holds
-	p := Property{Name: KindReleaseOKOnExpired, Engine: "interval sweep", Status: Pass}
+	p := Property{Name: string(KindReleaseOKOnExpired), Engine: "interval sweep", Status: Pass}
 	if !h.Info.Lease {
 		p.Status = Skipped
 		p.Detail = "the lock has no lease"

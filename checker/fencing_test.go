@@ -18,14 +18,14 @@ func TestFencing(t *testing.T) {
 		name   string
 		writes []w
 		status Status
-		kinds  []string
+		kinds  []Kind
 	}{
 		{name: "no tokens", writes: []w{{1, history.OK, -1}, {2, history.OK, -1}}, status: Skipped},
 		{name: "rising tokens", writes: []w{{1, history.OK, 1}, {2, history.OK, 2}, {2, history.OK, 2}, {1, history.OK, 5}}, status: Pass},
 		{name: "stale write rejected", writes: []w{{1, history.OK, 1}, {2, history.OK, 2}, {1, history.Fail, 1}},
-			status: Pass, kinds: []string{KindStaleWriteRejected}},
+			status: Pass, kinds: []Kind{KindStaleWriteRejected}},
 		{name: "stale write accepted", writes: []w{{1, history.OK, 1}, {2, history.OK, 3}, {1, history.OK, 1}, {3, history.OK, 2}},
-			status: Fail, kinds: []string{KindStaleWriteAccepted, KindStaleWriteAccepted}},
+			status: Fail, kinds: []Kind{KindStaleWriteAccepted, KindStaleWriteAccepted}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +41,7 @@ func TestFencing(t *testing.T) {
 			h := b.build(t)
 			p, as := checkFencing(newFacts(h))
 			require.Equal(t, tt.status, p.Status)
-			var got []string
+			var got []Kind
 			for _, a := range as {
 				got = append(got, a.Kind)
 				require.Len(t, a.Clients, 2)

@@ -17,7 +17,7 @@ func isForeignRelease(op *history.Operation) bool {
 // victim is the client whose successful acquire carried the removed owner id.
 func checkForeignRelease(f *facts) (Property, []Anomaly) {
 	h := f.h
-	p := Property{Name: KindForeignRelease, Engine: "release replay", Status: Pass}
+	p := Property{Name: string(KindForeignRelease), Engine: "release replay", Status: Pass}
 	var out []Anomaly
 	var foreign []int
 	for _, i := range f.releases {

@@ -14,7 +14,7 @@ import (
 // TestGolden checks the hand-built histories under testdata: each one's
 // verdict, its anomalies by kind and severity, and what Why says.
 func TestGolden(t *testing.T) {
-	type kinds map[string]int
+	type kinds map[Kind]int
 	tests := []struct {
 		file      string
 		verdict   Verdict
@@ -161,7 +161,7 @@ func TestGolden(t *testing.T) {
 			require.Equal(t, tt.truncated, h.Truncated)
 			r := Check(h, DefaultOptions())
 			require.Equal(t, tt.verdict, r.Verdict, r.Why)
-			got := map[string]kinds{}
+			got := map[Severity]kinds{}
 			for _, a := range r.Anomalies {
 				if got[a.Severity] == nil {
 					got[a.Severity] = kinds{}
@@ -169,8 +169,8 @@ func TestGolden(t *testing.T) {
 				got[a.Severity][a.Kind]++
 			}
 			require.Equal(t, nonNil(tt.violation), nonNil(got[SeverityViolation]), "violations")
-			other := map[string]int{}
-			for _, sev := range []string{SeverityContained, SeverityInfo} {
+			other := kinds{}
+			for _, sev := range []Severity{SeverityContained, SeverityInfo} {
 				for k, n := range got[sev] {
 					other[k] += n
 				}
@@ -199,9 +199,9 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func nonNil[M ~map[string]int](m M) map[string]int {
+func nonNil[M ~map[K]int, K comparable](m M) M {
 	if m == nil {
-		return map[string]int{}
+		return M{}
 	}
 	return m
 }

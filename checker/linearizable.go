@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,31 +21,80 @@ import (
 
 // checkLinearizable decides the linearizable property.
 func checkLinearizable(f *facts, opts Options) (Property, []Anomaly) {
+	return checkLinearizableCtx(context.Background(), f, opts)
+}
+
+// checkLinearizableCtx decides the linearizable property; the lock sweep
+// gives up when ctx is done or its budget (Options.SearchBudget) runs out.
+//
+// A proven double grant (provenDoubleGrant: two grants each returned while
+// the other surely held the lock, whatever the open operations did) fails
+// the property even where the sweep gives up; where the sweep decides, its
+// verdict and witness (the first operation that cannot be placed) stand.
+func checkLinearizableCtx(ctx context.Context, f *facts, opts Options) (Property, []Anomaly) {
 	h := withSessionEnds(f.h, f.holds)
 	ops, dropped, m := prepareLock(h, int64(opts.Slack))
 	if opts.Engine == EnginePorcupine {
 		return checkPorcupine(h, ops, m, opts)
 	}
-	r := runLockSweep(ops, dropped, m, opts)
+	proof, proven := provenDoubleGrant(ops, m)
+	budget := opts.SearchBudget
+	if proven {
+		// The verdict is certain: the sweep only looks for the first
+		// operation that cannot be placed, a better witness.
+		budget = min(budget, provenBudget)
+	}
+	deadline := time.Now().Add(budget)
+	halt := func() bool { return ctx.Err() != nil || time.Now().After(deadline) }
+	r := runLockSweepHalt(ops, dropped, m, opts, halt)
 	st := r.s.stats
 	p := Property{Name: "linearizable", Engine: EngineLock, Status: Pass, Search: &st}
+	why := func() string {
+		if st.OutOfTime && ctx.Err() != nil {
+			return "the check was interrupted"
+		}
+		if st.OutOfTime {
+			return fmt.Sprintf("the lock sweep ran out of its time budget (%s)", budget)
+		}
+		return fmt.Sprintf("the lock sweep exceeded its bound (%d configurations)", st.Bound)
+	}
 	switch {
+	case st.Exceeded && proven:
+		p.Status = Fail
+		p.Count = 1
+		p.Detail = fmt.Sprintf("%s at %s, after deciding %d returns; a double grant proves the history not linearizable whatever the indeterminate operations did",
+			why(), at(st.ExceededAt), st.Forced+st.Searched)
+		return p, []Anomaly{proof.anomaly(ops, h.Ops, h, m)}
+	case st.Exceeded && ctx.Err() != nil:
+		p.Status = Unknown
+		p.Detail = fmt.Sprintf("%s at %s, after deciding %d returns", why(), at(st.ExceededAt), st.Forced+st.Searched)
+		return p, nil
 	case st.Exceeded:
 		pp, as := checkPorcupine(h, ops, m, opts)
 		pp.Engine = EnginePorcupine + " (fallback)"
 		pp.Search = &st
-		pp.Detail = fmt.Sprintf("the lock sweep exceeded its bound (%d configurations) at %s, after deciding %d returns; porcupine decided the whole history: %s",
-			st.Bound, at(st.ExceededAt), st.Forced+st.Searched, pp.Detail)
+		pp.Detail = fmt.Sprintf("%s at %s, after deciding %d returns; porcupine decided the whole history: %s",
+			why(), at(st.ExceededAt), st.Forced+st.Searched, pp.Detail)
 		return pp, as
 	case r.s.failed:
 		p.Status = Fail
 		p.Count = 1
 		p.Detail = r.s.statsDetail() + "; stopped at the first operation that cannot be placed"
 		return p, []Anomaly{r.anomaly(h.Ops, h, witnessBudget)}
+	case proven:
+		// The sweep placed every operation, yet two grants cannot both
+		// be placed: one of the two engines is wrong. Never a pass.
+		p.Status = Unknown
+		p.Detail = r.s.statsDetail() + "; but a double grant proves the history not linearizable: the engines disagree (a bug in the checker, please report it)"
+		return p, []Anomaly{proof.anomaly(ops, h.Ops, h, m)}
 	}
 	p.Detail = r.s.statsDetail()
 	return p, nil
 }
+
+// provenBudget caps the sweep's time budget when a double grant already
+// proves the history not linearizable.
+const provenBudget = time.Second
 
 // sweepRun is a finished lock sweep over a history.
 type sweepRun struct {
@@ -81,8 +131,15 @@ const passCapacity = 4
 // cannot place and none of them came into play, that is exact too;
 // otherwise the second pass, exact, decides.
 func runLockSweep(ops []lockOp, dropped int, m lockModel, opts Options) sweepRun {
+	return runLockSweepHalt(ops, dropped, m, opts, nil)
+}
+
+// runLockSweepHalt is runLockSweep, both passes giving up when halt (polled,
+// nil for never) says so.
+func runLockSweepHalt(ops []lockOp, dropped int, m lockModel, opts Options, halt func() bool) sweepRun {
 	la := newLookahead(ops, m.ow)
 	first := newSweep(m, opts.SearchBound)
+	first.halt = halt
 	first.mergeOrphans, first.look = true, la
 	first.capacity, first.horizon = passCapacity, int64(opts.LostHorizon)
 	if first.runAll(ops) || first.stats.Exceeded ||
@@ -91,6 +148,7 @@ func runLockSweep(ops []lockOp, dropped int, m lockModel, opts Options) sweepRun
 		return sweepRun{s: first, ow: m.ow}
 	}
 	exact := newSweep(m, opts.SearchBound)
+	exact.halt = halt
 	exact.mergeOrphans, exact.look = true, la
 	exact.runAll(ops)
 	exact.stats.Dropped = dropped

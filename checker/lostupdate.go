@@ -12,7 +12,7 @@ import (
 // value (the last accepted write's Value, or the start value).
 func checkLostUpdate(f *facts) (Property, []Anomaly, int64) {
 	h, writes := f.h, f.writes
-	p := Property{Name: KindLostUpdate, Engine: "resource replay", Status: Pass}
+	p := Property{Name: string(KindLostUpdate), Engine: "resource replay", Status: Pass}
 	start := h.Info.ResourceStart
 	final := start
 	if len(writes) == 0 {

@@ -19,6 +19,11 @@ type Options struct {
 	// SearchBound is the most configurations the lock sweep keeps open,
 	// or explores at one return, before it gives up (default 4096).
 	SearchBound int
+	// SearchBudget bounds the lock sweep's time, both passes together
+	// (default 1m): a sweep that runs out of it gives up as when it
+	// exceeds SearchBound (a proven double grant still fails the property;
+	// otherwise porcupine decides, within PorcupineTimeout), never a pass.
+	SearchBudget time.Duration
 	// LostHorizon bounds, in the lock sweep's first pass only, how long
 	// after its client gave up a lost (indeterminate) operation may still
 	// take effect (default 10ms). The first pass can only prove a history
@@ -50,6 +55,7 @@ func DefaultOptions() Options {
 	return Options{
 		Engine:           EngineLock,
 		SearchBound:      4096,
+		SearchBudget:     time.Minute,
 		LostHorizon:      10 * time.Millisecond,
 		PorcupineTimeout: 10 * time.Second,
 		PorcupineMaxOps:  50000,
@@ -65,6 +71,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SearchBound <= 0 {
 		o.SearchBound = d.SearchBound
+	}
+	if o.SearchBudget <= 0 {
+		o.SearchBudget = d.SearchBudget
 	}
 	if o.LostHorizon <= 0 {
 		o.LostHorizon = d.LostHorizon

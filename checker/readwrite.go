@@ -13,7 +13,7 @@ import (
 const (
 	// KindRWExclusion: a writer's hold overlapped another client's hold
 	// (reader or writer): the write lock did not exclude.
-	KindRWExclusion = "rw-exclusion"
+	KindRWExclusion Kind = "rw-exclusion"
 	// KindReadersShare names the property that readers did share the lock:
 	// a read-write lock whose readers never overlap although they had the
 	// chance is needlessly exclusive. A finding about availability, not
@@ -56,8 +56,8 @@ func appendReadWrite(f *facts, props []Property, as []Anomaly) ([]Property, []An
 // holders.
 func checkReadWriteBoth(f *facts) (Property, []Anomaly, Property) {
 	h, holds := f.h, f.holds
-	p := Property{Name: KindRWExclusion, Engine: "interval sweep", Status: Pass}
-	share := Property{Name: KindReadersShare, Engine: "interval sweep", Status: Pass}
+	p := Property{Name: string(KindRWExclusion), Engine: "interval sweep", Status: Pass}
+	share := Property{Name: string(KindReadersShare), Engine: "interval sweep", Status: Pass}
 	if !h.Info.ReadWrite {
 		p.Status, p.Detail = Skipped, "not a read-write lock"
 		share.Status, share.Detail = Skipped, "not a read-write lock"

@@ -57,7 +57,7 @@ func TestReadWrite(t *testing.T) {
 			for _, p := range res.Properties {
 				names[p.Name] = true
 			}
-			require.True(t, names[KindRWExclusion] && names[KindReadersShare], "both properties reported")
+			require.True(t, names[string(KindRWExclusion)] && names[KindReadersShare], "both properties reported")
 		})
 	}
 	// Not a read-write run: nothing added.

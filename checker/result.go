@@ -15,6 +15,9 @@ const (
 	Fail    Status = "fail"
 	Unknown Status = "unknown" // the check could not decide (e.g. search timed out)
 	Skipped Status = "n/a"     // the property does not apply to this run
+	// Interrupted: the check was stopped (CheckContext's context done)
+	// before it decided the property. Never a pass.
+	Interrupted Status = "interrupted"
 )
 
 // Verdict is the overall answer for a run.
@@ -27,45 +30,51 @@ const (
 	Inconclusive Verdict = "inconclusive" // exit 3
 )
 
-// Anomaly kinds, as written in results.json.
+// Kind is what an anomaly is, as written in results.json.
+type Kind string
+
+// Anomaly kinds.
 const (
-	KindDoubleHolder       = "double-holder"
-	KindForeignRelease     = "foreign-release"
-	KindReleaseOKOnExpired = "release-ok-on-expired"
-	KindLostUpdate         = "lost-update"
-	KindStaleWriteAccepted = "stale-write-accepted"
-	KindStaleWriteRejected = "stale-write-rejected"
-	KindDeadlock           = "deadlock"
-	KindNonLinearizable    = "non-linearizable"
+	KindDoubleHolder       Kind = "double-holder"
+	KindForeignRelease     Kind = "foreign-release"
+	KindReleaseOKOnExpired Kind = "release-ok-on-expired"
+	KindLostUpdate         Kind = "lost-update"
+	KindStaleWriteAccepted Kind = "stale-write-accepted"
+	KindStaleWriteRejected Kind = "stale-write-rejected"
+	KindDeadlock           Kind = "deadlock"
+	KindNonLinearizable    Kind = "non-linearizable"
 	// KindUsedAfterValidity: a client that checks its own lease validity
 	// (RunInfo.ChecksValidity) used the resource after that validity ended:
 	// a bug of the client, not of the lock service.
-	KindUsedAfterValidity = "used-after-validity"
+	KindUsedAfterValidity Kind = "used-after-validity"
 )
 
-// Causes of a double holder in a lease run (Anomaly.Cause).
+// Cause is why a double holder happened (Anomaly.Cause), "" for none.
+type Cause string
+
+// Causes of a double holder in a lease run.
 const (
 	// CauseLeaseExpired: the earlier holder's lease could have run out
 	// before the later grant on correct clocks, and the earlier holder went
 	// on believing it held the lock (e.g. it was paused past its TTL). The
 	// lease did what a lease does: the lock is lost by design.
-	CauseLeaseExpired = "lease-expired"
+	CauseLeaseExpired Cause = "lease-expired"
 	// CauseLeaseBroken: the later grant surely came before the earlier
 	// lease could have expired on a correct clock: the lock service broke
 	// its own promise (clock jump, failover, lost state).
-	CauseLeaseBroken = "lease-broken"
+	CauseLeaseBroken Cause = "lease-broken"
 	// CauseUnknown: the lease is renewed while its holder runs and the
 	// renewals are not recorded, so when it could have expired is unknown.
-	CauseUnknown = "unknown"
+	CauseUnknown Cause = "unknown"
 )
 
 // Anomaly is one finding, with everything a person needs to follow it.
 type Anomaly struct {
-	Kind string `json:"kind"`
+	Kind Kind `json:"kind"`
 	// Severity: "violation" breaks the verdict; "contained" is a lock-level
 	// violation whose damage fencing tokens stopped; "info" is shown only
 	// (e.g. stale-write-rejected: fencing doing its job).
-	Severity string   `json:"severity"`
+	Severity Severity `json:"severity"`
 	Clients  []int    `json:"clients"`          // clients involved, the main one first
 	Start    int64    `json:"start"`            // ns since run start
 	End      int64    `json:"end"`              // ns since run start
@@ -73,7 +82,7 @@ type Anomaly struct {
 	Faults   []string `json:"faults,omitempty"` // faults active then, e.g. "pause client 3 (1.20s-4.80s)"
 	// Cause, for a double holder in a lease run: CauseLeaseExpired,
 	// CauseLeaseBroken or CauseUnknown.
-	Cause       string `json:"cause,omitempty"`
+	Cause       Cause  `json:"cause,omitempty"`
 	Explanation string `json:"explanation"` // plain words
 }
 
@@ -140,6 +149,11 @@ type Result struct {
 	// (history.EndedInterrupted); the verdict covers only what it recorded,
 	// and campaigns never count it as a verdict.
 	Interrupted bool `json:"interrupted,omitempty"`
+	// CheckInterrupted: the check itself was stopped (Ctrl-C or SIGTERM
+	// during `locktest check` or the check at the end of `locktest run`)
+	// before it decided every property: those it had not are
+	// "interrupted", and the verdict is never safe.
+	CheckInterrupted bool `json:"check_interrupted,omitempty"`
 	// StoppedEarly: the run stopped at the first violation the online
 	// checker was certain of (history.EndedEarly, --stop-early): the
 	// anomaly counts are lower bounds.

@@ -9,11 +9,11 @@ const (
 	// client fault on it) long enough before the later grant for its
 	// session to expire: the lock was lost by design, and the holder went
 	// on believing in it.
-	CauseSessionExpired = "session-expired"
+	CauseSessionExpired Cause = "session-expired"
 	// CauseSessionAlive: the later grant came while the earlier holder's
 	// session was surely still alive (kept alive, no fault on its client
 	// long enough to let it expire): the lock service broke its promise.
-	CauseSessionAlive = "session-alive"
+	CauseSessionAlive Cause = "session-alive"
 )
 
 // SessionCause attributes the double holder of holds a (the earlier) and b
@@ -38,7 +38,7 @@ const (
 //
 // Any other is CauseSessionAlive: the session was kept alive, and the lock
 // service broke its promise.
-func SessionCause(h *history.History, a, b *Hold) string {
+func SessionCause(h *history.History, a, b *Hold) Cause {
 	info := h.Info
 	ttl := info.TTLMillis * 1e6
 	if idle := info.IdleTimeoutMillis * 1e6; idle > 0 && b.Start >= a.AcquireCall+idle {

@@ -82,14 +82,14 @@ func TestRenewedSessionExpiresEarly(t *testing.T) {
 	r := Check(build(true), DefaultOptions())
 	require.Equal(t, string(Pass), propStatus(t, r, "linearizable"), "the session may have expired at 600 ms")
 	require.Equal(t, string(Pass), propStatus(t, r, "lease-contract"))
-	var causes []string
+	var causes []Cause
 	for _, a := range r.Anomalies {
 		if a.Kind == KindDoubleHolder {
 			causes = append(causes, a.Cause)
 			require.Contains(t, a.Explanation, "Lost by design")
 		}
 	}
-	require.Equal(t, []string{CauseSessionExpired}, causes)
+	require.Equal(t, []Cause{CauseSessionExpired}, causes)
 	require.Contains(t, r.Why, "1 double holder (1 session-expired)")
 
 	r = Check(build(false), DefaultOptions())
@@ -108,7 +108,7 @@ func TestSessionCauseWithoutHeartbeats(t *testing.T) {
 	cases := []struct {
 		name    string
 		build   func(b *hb)
-		cause   string
+		cause   Cause
 		explain string
 	}{
 		{name: "idle past wait_timeout", cause: CauseSessionExpired, explain: "sat idle from its acquire until client 2's grant, 2.50 s, longer than the server keeps an idle connection (wait_timeout 2.00 s)", build: func(b *hb) {
@@ -187,7 +187,7 @@ func TestServerFaultEndsSessions(t *testing.T) {
 		renews  bool
 		during  bool // the fault began while the holder's acquire ran
 		want    Status
-		cause   string
+		cause   Cause
 	}{
 		{name: "kill of the only server", fault: "kill", want: Pass, cause: CauseSessionExpired},
 		{name: "kill of the primary", fault: "kill", servers: 2, detail: "SIGKILL, " + history.KilledPrimary, want: Pass, cause: CauseSessionExpired},

@@ -9,11 +9,11 @@ import (
 const (
 	// KindTokenReused: one fencing token was granted to two owners, so the
 	// resource cannot tell their writes apart.
-	KindTokenReused = "token-reused"
+	KindTokenReused Kind = "token-reused"
 	// KindTokenRegressed: a grant carried a lower token than a grant to
 	// another owner that had completed before it was asked for, so the
 	// older holder outranks the newer one at the resource.
-	KindTokenRegressed = "token-regressed"
+	KindTokenRegressed Kind = "token-regressed"
 )
 
 // checkTokenOrder checks the promise a fencing token makes whatever the
@@ -39,7 +39,7 @@ func checkTokenOrder(f *facts) (Property, []Anomaly) {
 		return p, nil
 	}
 	var out []Anomaly
-	anomaly := func(kind string, a, b *Hold, text string) {
+	anomaly := func(kind Kind, a, b *Hold, text string) {
 		out = append(out, Anomaly{
 			Kind:        kind,
 			Clients:     []int{b.Client, a.Client},

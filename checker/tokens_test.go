@@ -15,7 +15,7 @@ func TestTokenOrder(t *testing.T) {
 	tests := []struct {
 		name  string
 		build func(b *hb)
-		want  map[string]int
+		want  map[Kind]int
 		skip  bool
 	}{
 		{"increasing tokens", func(b *hb) {
@@ -23,31 +23,31 @@ func TestTokenOrder(t *testing.T) {
 			b.rel(1, 2, 3, "a", history.OK, "a")
 			acqTok(b, 2, 4, 5, "b", 2)
 			b.rel(2, 6, 7, "b", history.OK, "b")
-		}, map[string]int{}, false},
+		}, map[Kind]int{}, false},
 		{"a token granted twice (a failover lost the counter's last increment)", func(b *hb) {
 			acqTok(b, 1, 0, 1, "a", 7)
 			b.rel(1, 2, 3, "a", history.OK, "a")
 			acqTok(b, 2, 4, 5, "b", 7)
 			b.rel(2, 6, 7, "b", history.OK, "b")
-		}, map[string]int{KindTokenReused: 1}, false},
+		}, map[Kind]int{KindTokenReused: 1}, false},
 		{"a lower token after an earlier grant returned (a restarted counter)", func(b *hb) {
 			acqTok(b, 1, 0, 1, "a", 9)
 			b.rel(1, 2, 3, "a", history.OK, "a")
 			acqTok(b, 2, 4, 5, "b", 1)
 			b.rel(2, 6, 7, "b", history.OK, "b")
-		}, map[string]int{KindTokenRegressed: 1}, false},
+		}, map[Kind]int{KindTokenRegressed: 1}, false},
 		{"concurrent acquires may be granted in either order", func(b *hb) {
 			acqTok(b, 1, 0, 5, "a", 2)
 			b.rel(1, 6, 7, "a", history.OK, "a")
 			acqTok(b, 2, 1, 8, "b", 1) // invoked before a's grant returned
 			b.rel(2, 9, 10, "b", history.OK, "b")
-		}, map[string]int{}, false},
+		}, map[Kind]int{}, false},
 		{"a reentrant acquire inside a hold is not a new grant", func(b *hb) {
 			acqTok(b, 1, 0, 1, "a", 3)
 			acqTok(b, 1, 2, 3, "a", 3)
 			b.rel(1, 4, 5, "a", history.OK, "")
 			b.rel(1, 6, 7, "a", history.OK, "a")
-		}, map[string]int{}, false},
+		}, map[Kind]int{}, false},
 		{"no tokens", func(b *hb) {
 			b.acq(1, 0, 1, "a")
 			b.rel(1, 2, 3, "a", history.OK, "a")
@@ -63,7 +63,7 @@ func TestTokenOrder(t *testing.T) {
 				require.Equal(t, Skipped, p.Status)
 				return
 			}
-			got := map[string]int{}
+			got := map[Kind]int{}
 			for _, a := range as {
 				got[a.Kind]++
 				require.NotEmpty(t, a.Explanation)

@@ -14,7 +14,7 @@ import (
 // check-then-act gap of every lease, by design, shown (severity info) to
 // explain the double holders and lost updates it causes, never counted as
 // a client bug.
-const KindCheckThenAct = "check-then-act"
+const KindCheckThenAct Kind = "check-then-act"
 
 // checkUsedAfterValidity finds, in runs whose clients check their own lease
 // validity (RunInfo.ChecksValidity), reads and writes with outcome ok that
@@ -28,7 +28,7 @@ const KindCheckThenAct = "check-then-act"
 // write is the check-then-act gap (KindCheckThenAct), no bug.
 func checkUsedAfterValidity(f *facts, slack int64) (Property, []Anomaly) {
 	h := f.h
-	p := Property{Name: KindUsedAfterValidity, Engine: "validity replay", Status: Pass}
+	p := Property{Name: string(KindUsedAfterValidity), Engine: "validity replay", Status: Pass}
 	if !h.Info.ChecksValidity {
 		p.Status = Skipped
 		p.Detail = "the clients do not check their lease validity"

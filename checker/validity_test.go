@@ -80,7 +80,7 @@ func TestCheckThenAct(t *testing.T) {
 	tests := []struct {
 		name    string
 		build   func(b *hb)
-		kind    string // of the one anomaly
+		kind    Kind // of the one anomaly
 		explain string
 	}{
 		{name: "paused after its check, while the write was in flight", kind: KindCheckThenAct, build: func(b *hb) {

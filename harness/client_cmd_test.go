@@ -59,12 +59,12 @@ func TestClientCmdAdapters(t *testing.T) {
 		want     string
 	}{
 		{"redis-py Lock without faults is safe", "redis", "redis-py/client.py", "redis", "none", time.Second, checker.Safe, ""},
-		{"redis-py Lock under pause has a double holder", "redis", "redis-py/client.py", "redis", "pause", time.Second, checker.Unsafe, checker.KindDoubleHolder},
+		{"redis-py Lock under pause has a double holder", "redis", "redis-py/client.py", "redis", "pause", time.Second, checker.Unsafe, string(checker.KindDoubleHolder)},
 		// A session of 4 s: on a loaded 2-core machine a Python client's
 		// heartbeats can starve for 2 s, and an expired session is a real
 		// loss of the lock, not a fault the run injected.
 		{"kazoo Lock without faults is safe", "kazoo", "kazoo/client.py", "zk3", "none", 4 * time.Second, checker.Safe, ""},
-		{"kazoo Lock under pause past the session timeout has a double holder", "kazoo", "kazoo/client.py", "zk3", "pause", 2 * time.Second, checker.Unsafe, checker.KindDoubleHolder},
+		{"kazoo Lock under pause past the session timeout has a double holder", "kazoo", "kazoo/client.py", "zk3", "pause", 2 * time.Second, checker.Unsafe, string(checker.KindDoubleHolder)},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

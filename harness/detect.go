@@ -78,13 +78,13 @@ func (d *detector) loop() {
 			}
 			var found *Detection
 			if a := d.holds.Add(e); a != nil {
-				found = &Detection{ViolationAt: time.Duration(a.Start), CertainAt: time.Duration(e.Time), Clients: a.Clients, Kind: a.Kind}
+				found = &Detection{ViolationAt: time.Duration(a.Start), CertainAt: time.Duration(e.Time), Clients: a.Clients, Kind: string(a.Kind)}
 			}
 			// The online lock checker models an exclusive lock: read-write
 			// runs get the double-holder check only.
 			if !d.info.ReadWrite {
 				if as := d.inc.Add(e); found == nil && len(as) > 0 {
-					found = &Detection{ViolationAt: time.Duration(as[0].Start), CertainAt: time.Duration(e.Time), Clients: as[0].Clients, Kind: as[0].Kind}
+					found = &Detection{ViolationAt: time.Duration(as[0].Start), CertainAt: time.Duration(e.Time), Clients: as[0].Clients, Kind: string(as[0].Kind)}
 				}
 			}
 			if found == nil {

@@ -52,7 +52,7 @@ func TestDetectorDoubleHolder(t *testing.T) {
 	// Client 2 granted while client 1, past its lease, still holds.
 	d := feedDetector(t, lease, cat(acq(1, 1, 0, 1, "a"), acq(2, 2, 150, 151, "b"), rel(1, 3, 300, 301, "a")))
 	require.NotNil(t, d)
-	require.Equal(t, checker.KindDoubleHolder, d.Kind)
+	require.Equal(t, string(checker.KindDoubleHolder), d.Kind)
 	require.Equal(t, []int{1, 2}, d.Clients)
 	require.Equal(t, 151*time.Millisecond, d.CertainAt)
 
@@ -84,7 +84,7 @@ func TestDetectorDoubleHolder(t *testing.T) {
 	mutex := history.RunInfo{FormatVersion: history.FormatVersion, Lock: "t", Clients: 2}
 	d = feedDetector(t, mutex, cat(acq(1, 1, 0, 1, "a"), acq(2, 2, 10, 11, "b")))
 	require.NotNil(t, d)
-	require.Equal(t, checker.KindDoubleHolder, d.Kind)
+	require.Equal(t, string(checker.KindDoubleHolder), d.Kind)
 }
 
 // With StopEarly the run ends at the first certain violation, long before

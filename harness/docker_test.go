@@ -64,7 +64,7 @@ func TestDockerCells(t *testing.T) {
 		want                string
 	}{
 		{"lua without faults is safe", "redis-lua", "none", checker.Safe, ""},
-		{"lua under pause has a double holder", "redis-lua", "pause", checker.Unsafe, checker.KindDoubleHolder},
+		{"lua under pause has a double holder", "redis-lua", "pause", checker.Unsafe, string(checker.KindDoubleHolder)},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

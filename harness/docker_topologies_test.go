@@ -32,7 +32,7 @@ func TestDockerTopologyCells(t *testing.T) {
 		// The holder frozen for 1.5-3x the session timeout: its session
 		// expires and another client takes the lock.
 		{name: "zk under pause has a double holder", lock: "zk", nemesis: "pause", kind: docker.KindZooKeeper,
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "zk survives kills of the leader", lock: "zk", nemesis: "kill", kind: docker.KindZooKeeper,
 			params: map[string]string{"kill": "leader"}, mod: func(o *Options) { o.Wait, o.TTL = true, 2*time.Second }, verdict: checker.Safe,
 			check: func(t *testing.T, h *history.History) { require.NotEmpty(t, h.Faults, "the leader was killed") }},
@@ -41,9 +41,9 @@ func TestDockerTopologyCells(t *testing.T) {
 		{name: "zk with the holder cut from the ensemble is unsafe", lock: "zk", nemesis: "partition", kind: docker.KindZooKeeper,
 			params: map[string]string{"partition": "isolate-holder"}, need: needNet,
 			mod:     func(o *Options) { o.Hold = workloads.Range{Min: 1200 * time.Millisecond, Max: 2400 * time.Millisecond} },
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "etcd under pause has a double holder", lock: "etcd", nemesis: "pause", kind: docker.KindEtcd,
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "mysql for-update without faults is safe", lock: "mysql-for-update", nemesis: "none", kind: docker.KindMariaDB,
 			mod: func(o *Options) { o.TimeLimit = 5 * time.Second }, verdict: checker.Safe},
 		// Longer holds than on the local backend (200-400 ms there), and a
@@ -60,9 +60,9 @@ func TestDockerTopologyCells(t *testing.T) {
 				o.OpTimeout = 300 * time.Millisecond
 				o.TimeLimit = 18 * time.Second
 			},
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "sentinel under failover has a double holder", lock: "redis-sentinel", nemesis: "failover", kind: docker.KindRedis,
-			mod: failoverShape, verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			mod: failoverShape, verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

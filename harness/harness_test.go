@@ -58,8 +58,8 @@ func baseOptions(t *testing.T, lock, nem string, seed int64) Options {
 func kinds(r checker.Result, severity string) map[string]int {
 	out := map[string]int{}
 	for _, a := range r.Anomalies {
-		if severity == "" || a.Severity == severity {
-			out[a.Kind]++
+		if severity == "" || string(a.Severity) == severity {
+			out[string(a.Kind)]++
 		}
 	}
 	return out
@@ -79,25 +79,25 @@ func TestRunCells(t *testing.T) {
 		absent  []string // anomaly kinds that must not be
 	}{
 		{name: "lua without faults is safe", lock: "redis-lua", nemesis: "none", verdict: checker.Safe,
-			absent: []string{checker.KindDoubleHolder, checker.KindLostUpdate, checker.KindForeignRelease}},
+			absent: []string{string(checker.KindDoubleHolder), string(checker.KindLostUpdate), string(checker.KindForeignRelease)}},
 		{name: "lua under pause has a double holder", lock: "redis-lua", nemesis: "pause", verdict: checker.Unsafe,
-			want: []string{checker.KindDoubleHolder}, absent: []string{checker.KindForeignRelease}},
+			want: []string{string(checker.KindDoubleHolder)}, absent: []string{string(checker.KindForeignRelease)}},
 		{name: "plain DEL under pause releases a foreign lock", lock: "redis-del", nemesis: "pause", verdict: checker.Unsafe,
-			want: []string{checker.KindDoubleHolder, checker.KindForeignRelease}},
+			want: []string{string(checker.KindDoubleHolder), string(checker.KindForeignRelease)}},
 		{name: "fenced lua under pause keeps the data safe", lock: "redis-lua", nemesis: "pause", fence: true, verdict: checker.Safe,
-			want: []string{checker.KindStaleWriteRejected}, absent: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
+			want: []string{string(checker.KindStaleWriteRejected)}, absent: []string{string(checker.KindLostUpdate), string(checker.KindStaleWriteAccepted)}},
 		{name: "setnx with a crashed holder deadlocks", lock: "redis-setnx", nemesis: "crash-client", verdict: checker.Unsafe,
-			want: []string{checker.KindDeadlock}},
+			want: []string{string(checker.KindDeadlock)}},
 		// Faults in the gaps between a client's steps.
 		{name: "setnx-expire crashed between SETNX and EXPIRE deadlocks", lock: "redis-setnx-expire", nemesis: "crash-client",
-			params: map[string]string{"crash-at": "after-setnx"}, verdict: checker.Unsafe, want: []string{checker.KindDeadlock}},
+			params: map[string]string{"crash-at": "after-setnx"}, verdict: checker.Unsafe, want: []string{string(checker.KindDeadlock)}},
 		{name: "get-del paused between GET and DEL releases a foreign lock", lock: "redis-get-del", nemesis: "pause",
-			params: map[string]string{"pause-at": "after-get"}, verdict: checker.Unsafe, want: []string{checker.KindForeignRelease}},
+			params: map[string]string{"pause-at": "after-get"}, verdict: checker.Unsafe, want: []string{string(checker.KindForeignRelease)}},
 		{name: "fenced get-del under pause keeps the data safe", lock: "redis-get-del", nemesis: "pause", fence: true, verdict: checker.Safe,
-			absent: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
+			absent: []string{string(checker.KindLostUpdate), string(checker.KindStaleWriteAccepted)}},
 		{name: "redlock paused between its check and its write", lock: "redlock", nemesis: "pause",
 			params: map[string]string{"pause-at": "after-check"}, verdict: checker.Unsafe,
-			want: []string{checker.KindDoubleHolder, checker.KindCheckThenAct}, absent: []string{checker.KindUsedAfterValidity}},
+			want: []string{string(checker.KindDoubleHolder), string(checker.KindCheckThenAct)}, absent: []string{string(checker.KindUsedAfterValidity)}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,7 +40,7 @@ func mysqlStore(t *testing.T) string {
 // its own failure.
 func TestMySQLCells(t *testing.T) {
 	needMariaDB(t, "mysql-replicated")
-	safe := []string{checker.KindDoubleHolder, checker.KindLostUpdate, checker.KindForeignRelease, checker.KindDeadlock}
+	safe := []string{string(checker.KindDoubleHolder), string(checker.KindLostUpdate), string(checker.KindForeignRelease), string(checker.KindDeadlock)}
 	cases := []struct {
 		name     string
 		lock     string
@@ -61,26 +61,26 @@ func TestMySQLCells(t *testing.T) {
 		{name: "unique-expiry without faults is safe", lock: "mysql-unique-expiry", nemesis: "none", limit: 5 * time.Second, verdict: checker.Safe, absent: safe},
 		{name: "get-lock without faults is safe", lock: "mysql-get-lock", nemesis: "none", limit: 5 * time.Second, verdict: checker.Safe, absent: safe},
 		{name: "unique with a crashed holder deadlocks", lock: "mysql-unique", nemesis: "crash-client", limit: 6 * time.Second, verdict: checker.Unsafe,
-			want: []string{checker.KindDeadlock}, absent: []string{checker.KindDoubleHolder}},
+			want: []string{string(checker.KindDeadlock)}, absent: []string{string(checker.KindDoubleHolder)}},
 		{name: "for-update holder paused past wait_timeout loses its lock", lock: "mysql-for-update", nemesis: "pause",
-			params: map[string]string{"wait_timeout": "1"}, verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			params: map[string]string{"wait_timeout": "1"}, verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "fenced optimistic under pause keeps the data safe", lock: "mysql-optimistic", nemesis: "pause", fence: true, verdict: checker.Safe,
-			want: []string{checker.KindStaleWriteRejected}, absent: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
+			want: []string{string(checker.KindStaleWriteRejected)}, absent: []string{string(checker.KindLostUpdate), string(checker.KindStaleWriteAccepted)}},
 		{name: "unique-expiry under pause has a double holder", lock: "mysql-unique-expiry", nemesis: "pause", verdict: checker.Unsafe,
-			want: []string{checker.KindDoubleHolder}},
+			want: []string{string(checker.KindDoubleHolder)}},
 		// The expiry column is server time: a clock jumped forward right
 		// after a grant lets the next acquirer delete a row whose lease
 		// had not run out on a correct clock.
 		{name: "unique-expiry under a server clock jump breaks its lease", lock: "mysql-unique-expiry", nemesis: "clock", limit: 6 * time.Second,
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}, cause: checker.CauseLeaseBroken},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}, cause: string(checker.CauseLeaseBroken)},
 		// Holds long enough for another client to get the lock from the
 		// promoted replica (tens of milliseconds) before the holder lets go.
 		{name: "failover to a lagging replica loses the grant", lock: "mysql-unique-expiry", nemesis: "failover", topology: "mysql-replicated",
 			params: map[string]string{"replica_delay": "1"}, hold: workloads.Range{Min: 200 * time.Millisecond, Max: 400 * time.Millisecond},
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "failover loses a lock held in a session", lock: "mysql-for-update", nemesis: "failover", topology: "mysql-replicated",
 			hold:    workloads.Range{Min: 200 * time.Millisecond, Max: 400 * time.Millisecond},
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestMySQLCells(t *testing.T) {
 			}
 			if tc.cause != "" {
 				require.True(t, slices.ContainsFunc(r.Anomalies, func(a checker.Anomaly) bool {
-					return a.Kind == checker.KindDoubleHolder && a.Cause == tc.cause
+					return a.Kind == checker.KindDoubleHolder && string(a.Cause) == tc.cause
 				}), "want a %s double holder", tc.cause)
 			}
 			for _, f := range []string{"config.json", "history.jsonl", "results.json", "report.html", "servers/mysql-1/mariadb.log"} {

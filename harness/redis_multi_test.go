@@ -42,24 +42,24 @@ func TestRedisMultiCells(t *testing.T) {
 		cause   string   // the cause of every double holder
 	}{
 		{name: "redisson without faults is safe", lock: "redisson", nemesis: "none", verdict: checker.Safe,
-			absent: []string{checker.KindDoubleHolder, checker.KindLostUpdate, checker.KindForeignRelease}},
+			absent: []string{string(checker.KindDoubleHolder), string(checker.KindLostUpdate), string(checker.KindForeignRelease)}},
 		// The watchdog is a goroutine of the frozen process: it renews
 		// nothing, the lease runs out and another client takes the lock.
 		{name: "redisson under pauses longer than the TTL has a double holder", lock: "redisson", nemesis: "pause",
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}, absent: []string{checker.KindForeignRelease},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}, absent: []string{string(checker.KindForeignRelease)},
 			// The pause stopped the renewals: lost by design, not unknown.
-			cause: checker.CauseLeaseExpired},
+			cause: string(checker.CauseLeaseExpired)},
 		// Pauses of 0.1-0.3 TTL: the last renewal was at most TTL/3 before
 		// the pause, so the lease outlives it and the watchdog renews it
 		// on resuming.
 		{name: "redisson under short pauses stays safe", lock: "redisson", nemesis: "pause",
 			params: map[string]string{"pause": "0.1..0.3"}, verdict: checker.Safe,
-			absent: []string{checker.KindDoubleHolder, checker.KindLostUpdate}},
+			absent: []string{string(checker.KindDoubleHolder), string(checker.KindLostUpdate)}},
 		{name: "redisson --wait without faults is safe", lock: "redisson", nemesis: "none",
 			mod: func(o *Options) { o.Wait = true }, verdict: checker.Safe,
-			absent: []string{checker.KindDoubleHolder, checker.KindLostUpdate}},
+			absent: []string{string(checker.KindDoubleHolder), string(checker.KindLostUpdate)}},
 		{name: "sentinel without faults is safe", lock: "redis-sentinel", nemesis: "none", need: needSentinel,
-			verdict: checker.Safe, absent: []string{checker.KindDoubleHolder, checker.KindLostUpdate}},
+			verdict: checker.Safe, absent: []string{string(checker.KindDoubleHolder), string(checker.KindLostUpdate)}},
 		// The master loses a grant it had not replicated; the promoted
 		// replica hands the lock out again while the lost grant's holder
 		// still works. Holds (3-4 s) outlast the failover (about 2.2 s from
@@ -67,13 +67,13 @@ func TestRedisMultiCells(t *testing.T) {
 		// short holds the lost grant's holder would be done before anybody
 		// could get the lock from the new master.
 		{name: "sentinel under failover has a double holder", lock: "redis-sentinel", nemesis: "failover", need: needSentinel,
-			mod: failoverShape, verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			mod: failoverShape, verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		// Fencing does not save it: the token counter is replicated as
 		// asynchronously as the lock, so the new master issues the lost
 		// grant's token a second time and the resource takes both writes.
 		{name: "fenced sentinel under failover still loses an update", lock: "redis-sentinel", nemesis: "failover", need: needSentinel,
 			mod: func(o *Options) { failoverShape(o); o.Fence = true }, verdict: checker.Unsafe,
-			want: []string{checker.KindDoubleHolder, checker.KindLostUpdate}},
+			want: []string{string(checker.KindDoubleHolder), string(checker.KindLostUpdate)}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,13 +101,13 @@ func TestRedisMultiCells(t *testing.T) {
 			}
 			for _, a := range r.Anomalies {
 				if tc.cause != "" && a.Kind == checker.KindDoubleHolder {
-					require.Equal(t, tc.cause, a.Cause, a.Explanation)
+					require.Equal(t, tc.cause, string(a.Cause), a.Explanation)
 				}
 			}
 			if tc.nemesis == "failover" {
 				h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
 				require.NoError(t, err)
-				if d, ok := firstAfter(h, r, "failover", checker.KindDoubleHolder); ok {
+				if d, ok := firstAfter(h, r, "failover", string(checker.KindDoubleHolder)); ok {
 					t.Logf("first double holder %s after the failover began", d.Round(time.Millisecond))
 				}
 			}
@@ -158,7 +158,7 @@ func firstAfter(h *history.History, r checker.Result, fault, kind string) (time.
 	}
 	first := int64(-1)
 	for _, a := range r.Anomalies {
-		if a.Kind == kind && a.Start >= start && (first < 0 || a.Start < first) {
+		if string(a.Kind) == kind && a.Start >= start && (first < 0 || a.Start < first) {
 			first = a.Start
 		}
 	}

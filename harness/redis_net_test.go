@@ -44,16 +44,16 @@ func TestNetworkAndClockCells(t *testing.T) {
 	}{
 		{name: "redlock without faults is safe", lock: "redlock", nemesis: "none", verdict: checker.Safe},
 		{name: "redlock under server clock jumps grants twice", lock: "redlock", nemesis: "clock", need: needFaketime,
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}, cause: checker.CauseLeaseBroken},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}, cause: string(checker.CauseLeaseBroken)},
 		{name: "single redis under a clock jump grants twice", lock: "redis-lua", nemesis: "clock", need: needFaketime,
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}, cause: checker.CauseLeaseBroken},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}, cause: string(checker.CauseLeaseBroken)},
 		// A grant whose reply is held up by the network past the lease,
 		// to a client whose timeout is longer than the lease: the client
 		// starts using a lock that already expired.
 		{name: "lua with a lost grant reply holds an expired lock", lock: "redis-lua", nemesis: "partition",
 			params: map[string]string{"partition": "lost-reply"}, opTime: 10 * time.Second, need: needNet,
 			// The late reply's holder used an expired lease: by design.
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}, never: checker.CauseLeaseBroken},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}, never: string(checker.CauseLeaseBroken)},
 		// Kleppmann's restart without persistence: the kill takes just
 		// enough of the lease's granting servers, which come back empty
 		// while the holder still holds.
@@ -61,7 +61,7 @@ func TestNetworkAndClockCells(t *testing.T) {
 			// Granted twice: not linearizable. A double holder too unless
 			// the first holder's own validity ran out before the second grant.
 			hold: workloads.Range{Min: time.Second, Max: 1800 * time.Millisecond}, ttl: 2 * time.Second, limit: 12 * time.Second,
-			verdict: checker.Unsafe, want: []string{checker.KindNonLinearizable}},
+			verdict: checker.Unsafe, want: []string{string(checker.KindNonLinearizable)}},
 		// A partition that isolates the holder of a renewed lease from
 		// Redis: its watchdog cannot renew, the lease runs out and another
 		// client takes the lock while the holder, whose hold outlasts the
@@ -69,7 +69,7 @@ func TestNetworkAndClockCells(t *testing.T) {
 		// (TestRedisMultiCells has the watchdog renewing under pauses).
 		{name: "redisson holder cut from redis past its lease has a double holder", lock: "redisson", nemesis: "partition",
 			params: map[string]string{"partition": "isolate-holder"}, need: needNet,
-			hold: workloads.Range{Min: 1200 * time.Millisecond, Max: 1400 * time.Millisecond}, limit: 15 * time.Second, verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			hold: workloads.Range{Min: 1200 * time.Millisecond, Max: 1400 * time.Millisecond}, limit: 15 * time.Second, verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "redisson holds longer than the TTL, renewed, stay safe", lock: "redisson", nemesis: "none",
 			hold: workloads.Range{Min: 1200 * time.Millisecond, Max: 1400 * time.Millisecond}, limit: 15 * time.Second, verdict: checker.Safe},
 		{name: "redlock through partitions of every shape", lock: "redlock", nemesis: "partition",
@@ -113,7 +113,7 @@ func TestNetworkAndClockCells(t *testing.T) {
 			causes := map[string]int{}
 			for _, a := range r.Anomalies {
 				if a.Kind == checker.KindDoubleHolder {
-					causes[a.Cause]++
+					causes[string(a.Cause)]++
 				}
 			}
 			if tc.cause != "" {

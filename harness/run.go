@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/locktest/locktest/checker"
@@ -398,15 +400,51 @@ func clientHost(n *netns.Net) func(int) (*netns.Host, error) {
 }
 
 // CheckDir checks the history in a run directory, writes results.json,
-// report.html and linearization.html there and prints the summary.
+// report.html and linearization.html there and prints the summary. The
+// check ends early at a second Ctrl-C or SIGTERM (the first one ends a
+// run's workload): see CheckDirContext.
 func CheckDir(dir string, out io.Writer, quiet bool) (*checker.Result, error) {
-	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
-	if err != nil {
-		return nil, err
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return CheckDirContext(ctx, dir, out, quiet)
+}
+
+// CheckDirContext is CheckDir stopped when ctx is done: results.json is
+// still written, with the properties decided by then and the others
+// "interrupted" (checker.Result.CheckInterrupted), never a pass.
+func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool) (*checker.Result, error) {
+	// Loading a long history takes seconds and cannot be stopped: a check
+	// interrupted meanwhile decides nothing (the load goes on until the
+	// process exits).
+	type loaded struct {
+		h   *history.History
+		err error
 	}
-	res := checker.Check(h, checker.DefaultOptions())
+	ch := make(chan loaded, 1)
+	go func() {
+		h, err := history.Load(filepath.Join(dir, "history.jsonl"))
+		ch <- loaded{h, err}
+	}()
+	var h *history.History
+	select {
+	case l := <-ch:
+		if l.err != nil {
+			return nil, l.err
+		}
+		h = l.h
+	case <-ctx.Done():
+		h = &history.History{}
+	}
+	res := checker.CheckContext(ctx, h, checker.DefaultOptions())
 	if err := reports.WriteResultsJSON(filepath.Join(dir, "results.json"), &res); err != nil {
 		return nil, err
+	}
+	if res.CheckInterrupted {
+		// The pages (and porcupine's view) take seconds more: not now.
+		if out != nil {
+			fmt.Fprintf(out, "check interrupted: %s written, pages not\n", filepath.Join(dir, "results.json"))
+		}
+		return &res, nil
 	}
 	if err := reports.WriteRunDir(dir, h, &res); err != nil {
 		return nil, err

@@ -52,13 +52,13 @@ func TestSentinelNetCells(t *testing.T) {
 			check: func(t *testing.T, r checker.Result, h *history.History) {
 				found := kinds(r, "")
 				require.Equal(t, checker.Unsafe, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
-				require.Positive(t, found[checker.KindDoubleHolder], "want a double holder; got %v", found)
+				require.Positive(t, found[string(checker.KindDoubleHolder)], "want a double holder; got %v", found)
 				require.Len(t, h.Faults, 1)
 				end := faultEnds(h)[h.Faults[0].ID]
 				require.Contains(t, end, "isolated (every packet in or out of it dropped)")
 				require.Contains(t, end, "came back with its stale data and rejoined as a replica")
 				t.Log(end)
-				if d, ok := firstAfter(h, r, "failover", checker.KindDoubleHolder); ok {
+				if d, ok := firstAfter(h, r, "failover", string(checker.KindDoubleHolder)); ok {
 					t.Logf("first double holder %s after the failover began", d.Round(time.Millisecond))
 				}
 			}},

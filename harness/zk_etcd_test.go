@@ -56,7 +56,7 @@ func TestZKEtcdCells(t *testing.T) {
 		// session expires after 1 s and another client gets the lock.
 		{name: "zk with the holder cut from the ensemble is unsafe", lock: "zk", nemesis: "partition",
 			params: map[string]string{"partition": "isolate-holder"}, need: needNet, hold: 1200 * time.Millisecond,
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "zk survives kills of the leader", lock: "zk", nemesis: "kill", ttl: 2 * time.Second, wait: true,
 			params: map[string]string{"kill": "leader"}, verdict: checker.Safe,
 			check: func(t *testing.T, h *history.History, _ checker.Result) {
@@ -64,18 +64,18 @@ func TestZKEtcdCells(t *testing.T) {
 			}},
 		{name: "zk-strict stops using the resource when cut from the ensemble", lock: "zk-strict", nemesis: "partition",
 			params: map[string]string{"partition": "isolate-holder"}, need: needNet, hold: 1200 * time.Millisecond,
-			wantNone: []string{checker.KindLostUpdate},
+			wantNone: []string{string(checker.KindLostUpdate)},
 			check: func(t *testing.T, h *history.History, _ checker.Result) {
 				require.Positive(t, declined(h), "the strict client declined to use a lost lock")
 				require.Zero(t, useOverlap(h), "no two clients used the resource at once")
 			}},
 		{name: "zk with fencing keeps the resource safe under pauses", lock: "zk", nemesis: "pause", fence: true,
-			verdict: checker.Safe, want: []string{checker.KindStaleWriteRejected},
-			wantNone: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
+			verdict: checker.Safe, want: []string{string(checker.KindStaleWriteRejected)},
+			wantNone: []string{string(checker.KindLostUpdate), string(checker.KindStaleWriteAccepted)}},
 		{name: "etcd with the holder paused past its lease is unsafe", lock: "etcd", nemesis: "pause",
-			verdict: checker.Unsafe, want: []string{checker.KindDoubleHolder}},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "etcd with fencing keeps the resource safe under pauses", lock: "etcd", nemesis: "pause", fence: true,
-			verdict: checker.Safe, wantNone: []string{checker.KindLostUpdate, checker.KindStaleWriteAccepted}},
+			verdict: checker.Safe, wantNone: []string{string(checker.KindLostUpdate), string(checker.KindStaleWriteAccepted)}},
 		// Blocking acquires: a waiting writer's node stops later readers,
 		// so writers are not starved (with try-locks they nearly are).
 		{name: "zk-rw readers share and writers exclude", lock: "zk-rw", nemesis: "none", wait: true,
@@ -84,7 +84,7 @@ func TestZKEtcdCells(t *testing.T) {
 				require.Equal(t, checker.Pass, excl.Status, "%s; %v", excl.Detail, as)
 				require.Equal(t, checker.Pass, share.Status, share.Detail)
 				t.Logf("zk-rw: %s; %s", excl.Detail, share.Detail)
-				require.Zero(t, kinds(r, "")[checker.KindLostUpdate])
+				require.Zero(t, kinds(r, "")[string(checker.KindLostUpdate)])
 			}},
 	}
 	for i, c := range cells {
@@ -158,10 +158,10 @@ func TestZKStrictShortensTheWindow(t *testing.T) {
 		found := kinds(r, "")
 		if lock == "zk" {
 			require.Equal(t, checker.Unsafe, r.Verdict, "why: %s", r.Why)
-			require.Positive(t, found[checker.KindDoubleHolder])
+			require.Positive(t, found[string(checker.KindDoubleHolder)])
 			require.Positive(t, window[lock], "a paused holder resumes and uses the resource")
 		} else {
-			require.Zero(t, found[checker.KindLostUpdate], "%v", found)
+			require.Zero(t, found[string(checker.KindLostUpdate)], "%v", found)
 			require.Positive(t, declined(h), "the strict client declined to use a lost lock")
 		}
 		assertServersGone(t, out.Dir)
@@ -266,7 +266,7 @@ func sessionCauses(h *history.History, r checker.Result) map[string]int {
 		if first == nil || second == nil {
 			continue
 		}
-		out[checker.SessionCause(h, first, second)]++
+		out[string(checker.SessionCause(h, first, second))]++
 	}
 	return out
 }

@@ -96,10 +96,10 @@ func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops m
 	for _, i := range shown {
 		a := as[i]
 		av := anomalyView{
-			N: i + 1, Anchor: anchor(i), Kind: a.Kind, Severity: a.Severity,
+			N: i + 1, Anchor: anchor(i), Kind: string(a.Kind), Severity: string(a.Severity),
 			Clients: intList(a.Clients), Start: secs(a.Start, 2), End: secs(a.End, 2),
 			Duration: dur(a.End - a.Start), Faults: a.Faults, Explanation: a.Explanation,
-			Cause: a.Cause, CauseShort: causeShort(a.Cause), CauseWords: causeWords(a.Cause),
+			Cause: string(a.Cause), CauseShort: causeShort(string(a.Cause)), CauseWords: causeWords(string(a.Cause)),
 		}
 		av.Instant = av.Start == av.End
 		av.ClientsWord = "clients"

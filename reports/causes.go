@@ -5,7 +5,7 @@ import "github.com/locktest/locktest/checker"
 // causeWords says in plain words what a double holder's cause
 // (checker.Anomaly.Cause) means; "" for no cause.
 func causeWords(cause string) string {
-	switch cause {
+	switch checker.Cause(cause) {
 	case checker.CauseLeaseExpired:
 		return "the earlier holder's lease could have run out before the lock was granted again, and that holder went on as if it still held the lock (e.g. it was paused past its TTL). Only fencing tokens protect against this."
 	case checker.CauseLeaseBroken:
@@ -24,7 +24,7 @@ func causeWords(cause string) string {
 
 // causeShort is a cause's label in tight places (matrix cells, tables).
 func causeShort(cause string) string {
-	switch cause {
+	switch checker.Cause(cause) {
 	case checker.CauseLeaseExpired:
 		return "lease expired (by design)"
 	case checker.CauseLeaseBroken:

@@ -332,7 +332,8 @@ func TestExcerpt(t *testing.T) {
 
 // TestCauseWords: every cause the checker gives has its plain words.
 func TestCauseWords(t *testing.T) {
-	for _, c := range []string{checker.CauseLeaseExpired, checker.CauseLeaseBroken, checker.CauseUnknown, checker.CauseSessionExpired, checker.CauseSessionAlive} {
+	for _, cause := range []checker.Cause{checker.CauseLeaseExpired, checker.CauseLeaseBroken, checker.CauseUnknown, checker.CauseSessionExpired, checker.CauseSessionAlive} {
+		c := string(cause)
 		require.NotEqual(t, c, causeWords(c), c)
 		require.NotEqual(t, c, causeShort(c), c)
 		require.Regexp(t, `\((by design|service at fault|renewed lease)\)$`, causeShort(c))

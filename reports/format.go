@@ -130,7 +130,7 @@ func outcome(o *history.Operation) string {
 
 // severityRank orders anomalies for display and selection: violations
 // first, then contained ones, then everything else.
-func severityRank(s string) int {
+func severityRank(s checker.Severity) int {
 	switch s {
 	case "violation":
 		return 0
@@ -152,7 +152,7 @@ func prioritized(as []checker.Anomaly) []int {
 	seen := map[[2]string]int{}
 	for i, a := range as {
 		idx[i] = i
-		k := [2]string{a.Kind, a.Severity}
+		k := [2]string{string(a.Kind), string(a.Severity)}
 		nth[i] = seen[k]
 		seen[k]++
 	}
@@ -182,7 +182,7 @@ func kindTally(as []checker.Anomaly, idx []int) string {
 	n := map[key]int{}
 	var order []key
 	for _, i := range idx {
-		k := key{as[i].Kind, as[i].Severity}
+		k := key{string(as[i].Kind), string(as[i].Severity)}
 		if n[k] == 0 {
 			order = append(order, k)
 		}

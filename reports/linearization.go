@@ -398,7 +398,7 @@ func anomalyAnnotations(r *checker.Result, lo, hi int64, limit int, lv *linView)
 		}
 		details := fmt.Sprintf("#%d %s (%s), clients %s, %s. %s", i+1, a.Kind, a.Severity, intList(a.Clients), when(a.Start, a.End), a.Explanation)
 		if a.Cause != "" {
-			details += " Cause: " + causeShort(a.Cause) + ": " + causeWords(a.Cause)
+			details += " Cause: " + causeShort(string(a.Cause)) + ": " + causeWords(string(a.Cause))
 		}
 		bg, fg := "#ffd8d3", "#a40e26"
 		if a.Severity != checker.SeverityViolation {
@@ -406,13 +406,13 @@ func anomalyAnnotations(r *checker.Result, lo, hi int64, limit int, lv *linView)
 		}
 		desc := fmt.Sprintf("#%d %s", i+1, a.Kind)
 		if a.Cause != "" {
-			desc += " (" + a.Cause + ")"
+			desc += " (" + string(a.Cause) + ")"
 		}
 		out = append(out, porcupine.Annotation{
-			Tag: "checker: " + a.Kind, Start: max(a.Start, lo), End: min(a.End, hi),
+			Tag: "checker: " + string(a.Kind), Start: max(a.Start, lo), End: min(a.End, hi),
 			Description: desc, Details: details, BackgroundColor: bg, TextColor: fg,
 		})
-		lv.AnomalyList = append(lv.AnomalyList, linAnomaly{N: i + 1, Kind: a.Kind, Severity: a.Severity, Cause: a.Cause,
+		lv.AnomalyList = append(lv.AnomalyList, linAnomaly{N: i + 1, Kind: string(a.Kind), Severity: string(a.Severity), Cause: string(a.Cause),
 			Clients: intList(a.Clients), When: when(a.Start, a.End), Explanation: a.Explanation})
 	}
 	lv.Anomalies = len(out)

@@ -160,9 +160,9 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 			if len(a.Clients) == 1 {
 				who = "client"
 			}
-			label := a.Severity
+			label := string(a.Severity)
 			if a.Cause != "" {
-				label += ", " + causeShort(a.Cause)
+				label += ", " + causeShort(string(a.Cause))
 			}
 			p.printf("  %s: %s %s, %s\n",
 				p.paint(col+ansiBold, fmt.Sprintf("#%d %s (%s)", i+1, a.Kind, label)),

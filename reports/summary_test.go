@@ -182,7 +182,7 @@ func TestSummaryNamesCause(t *testing.T) {
 }
 
 func TestVerdictGloss(t *testing.T) {
-	v := func(kind, cause string) checker.Anomaly {
+	v := func(kind checker.Kind, cause checker.Cause) checker.Anomaly {
 		return checker.Anomaly{Kind: kind, Cause: cause, Severity: checker.SeverityViolation}
 	}
 	cases := []struct {

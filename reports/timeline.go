@@ -348,7 +348,7 @@ func buildTimeline(h *history.History, as []checker.Anomaly, shown []int, holds 
 			Title: fmt.Sprintf("#%d %s (%s), clients %s, %s", i+1, a.Kind, a.Severity, intList(a.Clients), span(a.Start, a.End, 3)),
 		}
 		if a.Cause != "" {
-			m.Title += "; cause: " + causeShort(a.Cause)
+			m.Title += "; cause: " + causeShort(string(a.Cause))
 		}
 		m.NumX = x + w/2
 		tl.Marks = append(tl.Marks, m)
@@ -405,10 +405,10 @@ func buildTimeline(h *history.History, as []checker.Anomaly, shown []int, holds 
 
 func anchor(i int) string { return "anomaly-" + strconv.Itoa(i+1) }
 
-func sevClass(s string) string {
+func sevClass(s checker.Severity) string {
 	switch s {
 	case "violation", "contained", "info":
-		return s
+		return string(s)
 	default:
 		return "other"
 	}

@@ -26,9 +26,12 @@ results.json, report.html and linearization.html (porcupine's view).
 			if _, err := os.Stat(filepath.Join(dir, "history.jsonl")); err != nil {
 				return exitCode{exitError, fmt.Errorf("%s is not a run directory: no history.jsonl", dir)}
 			}
-			res, err := harness.CheckDir(dir, cmd.OutOrStdout(), quiet)
+			res, err := harness.CheckDirContext(cmd.Context(), dir, cmd.OutOrStdout(), quiet)
 			if err != nil {
 				return exitCode{exitError, err}
+			}
+			if res.CheckInterrupted {
+				return exitCode{exitInterrupted, fmt.Errorf("check interrupted: results.json has the properties decided so far, the others \"interrupted\"")}
 			}
 			return exitCode{code: verdictCode(res.Verdict)}
 		},

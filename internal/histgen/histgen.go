@@ -50,6 +50,11 @@ type Config struct {
 	ReadWrite bool
 	Readers   float64
 	RoundTrip time.Duration // mean round trip to the lock server (default 600µs)
+	// OpTimeout, when set, is how long a client waits for a lost answer
+	// before it gives up (the indeterminate operation's completion): the
+	// shape of a real run, where it is many leases long (issue 17). By
+	// default a lost answer is given up on after ~10 round trips.
+	OpTimeout time.Duration
 	Hold      time.Duration // mean time from acquire ok to release (default 1ms)
 
 	// Violations to inject. Each is made at the first chances that arise
@@ -345,9 +350,12 @@ func (g *gen) invoke(c *client) {
 	nestedAcquire := c.op == history.Acquire && c.holding
 	c.lost = !c.stray && !nestedAcquire && g.rng.Float64() < g.cfg.Indeterminate
 	c.applied = !c.lost || g.rng.IntN(2) == 0
-	if c.lost {
+	switch {
+	case c.lost && g.cfg.OpTimeout > 0:
+		c.done = now + int64(g.cfg.OpTimeout)
+	case c.lost:
 		c.done = now + 10*g.rtt + g.rng.Int64N(g.rtt)
-	} else {
+	default:
 		c.done = now + rtt
 	}
 	c.result, c.reason, c.removed = history.Info, "", ""

@@ -1,0 +1,334 @@
+package checker
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/locktest/locktest/history"
+)
+
+// Dominance between the lock sweep's configurations (see lockcheck.go):
+// which configuration can do all another can, so that only one of them
+// stays open, and what the rest of the history (lookahead) says about it.
+
+// usedLE reports whether configuration a has, pool by pool, at least the
+// operations left that b has: it used no more of them, counting expired
+// ones as used (horizon), or (capacity, approximate) it has at least
+// capacity left.
+func (s *sweep) usedLE(a, b *config) bool {
+	j := 0
+	for _, u := range a.used {
+		p := &s.pools[u.pool]
+		ua := max(u.n, p.live)
+		for j < len(b.used) && b.used[j].pool < u.pool {
+			j++
+		}
+		ub := p.live
+		if j < len(b.used) && b.used[j].pool == u.pool {
+			ub = max(b.used[j].n, p.live)
+		}
+		if ua <= ub {
+			continue
+		}
+		if s.capacity > 0 && int32(len(p.ops))-ua >= s.capacity {
+			s.stats.Approx++
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// dominates reports whether configuration a can do all that b can (or,
+// with s.capacity, all but using more than capacity of a pool b has left).
+func (s *sweep) dominates(a, b *config) bool {
+	m := s.m
+	if a.s.client != b.s.client || a.s.owner != b.s.owner || a.s.depth != b.s.depth || a.s.readers != b.s.readers ||
+		(!slices.Equal(a.lin, b.lin) && !s.linCovers(a, b)) || (s.reach && !s.usedLE(a, b)) {
+		return s.reach && s.reaches(a, b)
+	}
+	if !s.usedLE(a, b) {
+		// Approximate (first pass): when a lost acquire of any client
+		// holds the lock and none can be freed (anonymous), which pool
+		// paid for it matters little: compare how many were used.
+		if s.capacity == 0 || a.s.client != anonymous || usedTotal(a.used) > usedTotal(b.used) {
+			return false
+		}
+		s.stats.Approx++
+	}
+	held := a.s.held()
+	if m.lease {
+		if a.s.now > b.s.now {
+			return false
+		}
+		if held {
+			// An earlier possible expiry and a later possible refresh
+			// only allow more; the refresh only matters to a successful
+			// release of that holder still to come.
+			return a.s.acqCall <= b.s.acqCall && (a.s.acqRet >= b.s.acqRet || !s.deadlineMatters(b.s))
+		}
+	}
+	return held || a.failedUpTo >= b.failedUpTo
+}
+
+// lookahead is what the sweep knows of the rest of the history when it
+// has all of it (not incremental): each client's successful releases, and
+// which clients ever lose a release that names no known owner.
+type lookahead struct {
+	rels     map[int32][]int32 // client -> its successful releases (indices), by invocation
+	sorted   map[int32]bool    // whether those also come by return
+	refused  map[int32][]int32 // client -> its releases that failed "not-owner"
+	orphanIR map[int32]bool    // client -> it has a lost release naming no known owner
+}
+
+func newLookahead(ops []lockOp, ow *owners) *lookahead {
+	la := &lookahead{rels: map[int32][]int32{}, sorted: map[int32]bool{}, refused: map[int32][]int32{}, orphanIR: map[int32]bool{}}
+	for k := range ops {
+		op := &ops[k]
+		if op.kind != linRelease {
+			continue
+		}
+		if op.out == outUnknown && !ow.isKnown(op.owner) {
+			la.orphanIR[op.client] = true
+		}
+		if op.out == outNotOwner {
+			la.refused[op.client] = append(la.refused[op.client], int32(k))
+		}
+		if op.out != outOK {
+			continue
+		}
+		rs := la.rels[op.client]
+		if len(rs) == 0 {
+			la.sorted[op.client] = true
+		} else if ops[rs[len(rs)-1]].ret > op.ret {
+			la.sorted[op.client] = false
+		}
+		la.rels[op.client] = append(rs, int32(k))
+	}
+	return la
+}
+
+// releaseAhead reports whether a successful release that can free held
+// state st (same client, matching owner) may still be placed (it returns
+// now or later) at a point no later than dl.
+func (s *sweep) releaseAhead(st lockState, dl int64) bool {
+	la := s.look
+	if la == nil {
+		return true
+	}
+	rs := la.rels[st.client]
+	k := 0
+	if la.sorted[st.client] {
+		k = sort.Search(len(rs), func(k int) bool { return s.ops[rs[k]].ret >= s.t })
+	}
+	for ; k < len(rs); k++ {
+		r := &s.ops[rs[k]]
+		if r.ret < s.t {
+			continue // placed already
+		}
+		if r.call > dl {
+			if la.sorted[st.client] {
+				return false
+			}
+			continue
+		}
+		if s.m.owns(st, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// deadlineMatters reports whether the time held state st's lease surely
+// expires (its deadline) can still matter: only to a successful release
+// that frees it, placed before then.
+func (s *sweep) deadlineMatters(st lockState) bool {
+	if s.look == nil || s.m.reentrant {
+		return true
+	}
+	return s.releaseAhead(st, s.m.deadline(st))
+}
+
+// anonymous is the holder of a lock taken by a lost acquire that no
+// release can free any more (see phantom): which client it was makes no
+// difference then, and the sweep forgets it.
+const anonymous int32 = -3
+
+// phantom reports whether held state st, just taken by a lost acquire of
+// an unknown owner, can never be freed by a release: its client loses no
+// release naming an unknown owner, and no successful release of it that
+// matches comes before the lease surely expires, and no release of it
+// refused as "not-owner" is still to come (it would see the lock). Such a
+// lock ends only when taken over.
+func (s *sweep) phantom(st lockState) bool {
+	if s.look == nil || s.m.reentrant || st.owner != ownerFresh ||
+		s.look.orphanIR[st.client] || s.releaseAhead(st, s.m.deadline(st)) {
+		return false
+	}
+	// A release refused as not-owner sees who holds the lock too.
+	for _, k := range s.look.refused[st.client] {
+		if r := &s.ops[k]; r.ret >= s.t && s.m.owns(st, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// reaches reports (read-write locks) whether a, placing the running
+// operations b placed early and a did not, each with one outcome, and the
+// lost operations b used and a did not, gets to a configuration that
+// dominates b: then a can do all b can, since the
+// next return explores those moves from a again (only between returns,
+// s.reach: within one return's exploration, a's moves are what is being
+// explored). Readers come and go in any order, and without it the
+// configurations that placed some of the running reads early and not
+// others would all stay open.
+func (s *sweep) reaches(a, b *config) bool {
+	if len(a.lin) > len(b.lin) || (len(a.lin) == len(b.lin) && usedTotal(a.used) >= usedTotal(b.used)) {
+		return false
+	}
+	st, j := a.s, 0
+	for _, y := range b.lin {
+		if j < len(a.lin) && a.lin[j] == y {
+			j++
+			continue
+		}
+		op := &s.ops[y]
+		s.bufReach = s.m.stepInto(s.bufReach[:0], st, op, op.out)
+		if len(s.bufReach) != 1 {
+			return false
+		}
+		st = s.bufReach[0]
+	}
+	if j != len(a.lin) || !s.usedLE(a, b) {
+		return false
+	}
+	// The lost operations b used and a did not, oldest first, each with
+	// its effect.
+	for _, u := range b.used {
+		p := &s.pools[u.pool]
+		for k := max(a.usedOf(u.pool), p.live); k < u.n; k++ {
+			if s.expiredOp(p.ops[k]) {
+				// (A pool's live moves only when asked.) a cannot place
+				// it in the restricted model, only in the full one:
+				// then the first pass's failure is no proof.
+				s.stats.Restricted++
+			}
+			op := &s.ops[p.ops[k]]
+			s.bufReach = s.m.stepInto(s.bufReach[:0], st, op, op.out)
+			switch len(s.bufReach) {
+			case 1:
+				st = s.bufReach[0]
+			case 2:
+				st = s.bufReach[1]
+			default:
+				return false
+			}
+		}
+	}
+	na := *a
+	na.s, na.lin, na.used = st, b.lin, b.used
+	switch {
+	case st.held() && s.m.lease:
+		na.failedUpTo = st.now
+	case st.held():
+		na.failedUpTo = history.Never
+	case a.s.held() && s.m.lease:
+		na.failedUpTo = st.now
+	case a.s.held():
+		na.failedUpTo = s.t
+	}
+	return s.dominates(&na, b)
+}
+
+// linCovers reports whether the running operations b placed early are
+// those a did plus some that a could place now without effect, no later
+// than b's clock: then a can catch up with b.
+func (s *sweep) linCovers(a, b *config) bool {
+	if len(a.lin) >= len(b.lin) {
+		return false
+	}
+	j := 0
+	for _, y := range b.lin {
+		if j < len(a.lin) && a.lin[j] == y {
+			j++
+			continue
+		}
+		if !s.noop(a.s, y) || (s.m.lease && s.ops[y].call > b.s.now) {
+			return false
+		}
+	}
+	return j == len(a.lin)
+}
+
+// prune removes from s.next the configurations another one dominates.
+func (s *sweep) prune() {
+	n := len(s.next)
+	if n < 2 {
+		return
+	}
+	sameHolder := func(a, b *config) bool {
+		return a.s.client == b.s.client && a.s.owner == b.s.owner && a.s.depth == b.s.depth && a.s.readers == b.s.readers
+	}
+	// Only configurations with the same holder can dominate each other:
+	// group them (by index: configurations are large to move).
+	s.order = s.order[:0]
+	for i := range s.next {
+		s.order = append(s.order, int32(i))
+	}
+	if n > 8 {
+		slices.SortStableFunc(s.order, func(i, j int32) int {
+			a, b := &s.next[i].s, &s.next[j].s
+			if a.client != b.client {
+				return cmpInt64(int64(a.client), int64(b.client))
+			}
+			if a.owner != b.owner {
+				return cmpInt64(int64(a.owner), int64(b.owner))
+			}
+			if a.readers != b.readers {
+				return cmpInt64(int64(a.readers), int64(b.readers))
+			}
+			return cmpInt64(int64(a.depth), int64(b.depth))
+		})
+	}
+	s.keep = append(s.keep[:0], make([]bool, n)...)
+	s.reach = s.m.rw && n <= rwPruneAll
+	defer func() { s.reach = false }()
+	for a := 0; a < n; {
+		b := a + 1
+		for b < n && sameHolder(&s.next[s.order[a]], &s.next[s.order[b]]) {
+			b++
+		}
+		if n <= 8 || (s.m.rw && n <= rwPruneAll) {
+			b = n // (read-write: see reaches)
+		}
+		for x := a; x < b; x++ {
+			if s.halted() {
+				return // (the sweep gives up: what it keeps no longer matters)
+			}
+			i := s.order[x]
+			s.keep[i] = true
+			for y := a; y < b; y++ {
+				j := s.order[y]
+				if j != i && s.dominates(&s.next[j], &s.next[i]) && (j < i || !s.dominates(&s.next[i], &s.next[j])) {
+					// Of two equivalent ones, the first stays.
+					s.keep[i] = false
+					break
+				}
+			}
+		}
+		a = b
+	}
+	out := s.next[:0]
+	for i := range s.next {
+		if s.keep[i] {
+			out = append(out, s.next[i])
+		}
+	}
+	s.next = out
+}
+
+// rwPruneAll is the most configurations that prune compares all with all
+// (read-write locks, whose dominance may place moves: see reaches);
+// beyond it, only those with the same holder, without moves.
+const rwPruneAll = 64
