@@ -184,7 +184,7 @@ var Schemes = []Scheme{
 	{Name: "mysql-get-lock", Topology: "mysql", Topologies: mysqlAlso, Traits: history.Traits{Fencing: true, Session: true}, New: newMySQLGetLock,
 		Summary: "GET_LOCK(name, 0) on a pinned connection; release RELEASE_LOCK. The lock lives and dies with the session."},
 	{Name: "zk", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, Reentrant: true, Renews: true, Session: true}, New: newZKMutex,
-		Summary: "Curator InterProcessMutex on ZooKeeper: protected EPHEMERAL_SEQUENTIAL node, lowest sequence holds, waiters watch their predecessor; reentrant. The node dies with the session (timeout = --ttl), but the client keeps believing. Token: the node's sequence number."},
+		Summary: "Curator InterProcessMutex on ZooKeeper: protected EPHEMERAL_SEQUENTIAL node, lowest sequence holds, waiters watch their predecessor; reentrant. The node dies with the session (timeout = --ttl), but the client keeps believing. Token: the lock node's czxid (the id of the transaction that created it: only grows; --param zk-token=sequence fences with the sequence number)."},
 	{Name: "zk-strict", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, ChecksValidity: true, Reentrant: true, Renews: true, Session: true}, New: newZKStrict, Points: []protocol.Point{afterCheck},
 		Summary: "zk, but a connection loss (SUSPENDED), an expired session or 2/3 of the session timeout without word from the server counts as lock lost: the client stops using the resource (Curator tech note)."},
 	{Name: "zk-semaphore", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, Renews: true, Session: true}, New: newZKSemaphore,
