@@ -106,3 +106,43 @@ func TestBrokenClientsAreReported(t *testing.T) {
 		})
 	}
 }
+
+// The hand-made lock of examples/handmade-redis (SET NX PX, a validity check
+// before each write, a Lua compare-and-delete), an adapter written from
+// docs/protocol.md alone: it conforms with and without fencing tokens, and
+// stops itself at its after-check point when asked.
+func TestHandmadeRedisAdapterConforms(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3-redis missing under CI")
+		}
+		t.Skip("apt-get install -y python3-redis")
+	}
+	cl := redis(t)
+	for _, fence := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no fencing", true: "fencing"}[fence], func(t *testing.T) {
+			h := hello(cl)
+			h.Key = "handmade-" + map[bool]string{false: "plain", true: "fenced"}[fence]
+			h.Fence = fence
+			rep := Run([]string{"/usr/bin/python3", example(t, "handmade-redis/client.py")}, h, 5*time.Second, io.Discard)
+			stopped, tokens := 0, 0
+			for _, f := range rep.Findings {
+				t.Logf("%v %s: %s", f.OK, f.Step, f.Detail)
+				if f.OK && strings.Contains(f.Step, "stopping at after-check") && strings.Contains(f.Detail, "stopped itself") {
+					stopped++
+				}
+				if strings.HasPrefix(f.Step, "acquire") && strings.Contains(f.Detail, `"token":`) {
+					tokens++
+				}
+			}
+			require.Zero(t, rep.Violations)
+			require.GreaterOrEqual(t, len(rep.Findings), 10)
+			require.Equal(t, 1, stopped, "the after-check point was tried")
+			if fence {
+				require.GreaterOrEqual(t, tokens, 2, "every grant carries a token")
+			} else {
+				require.Zero(t, tokens, "no token without fencing")
+			}
+		})
+	}
+}

@@ -200,7 +200,8 @@ def main():
     send({"type": "ready", "version": 1, "pid": os.getpid(), "lock": {
         "name": "handmade SET NX PX lock (redis-py %s)" % redis.__version__,
         "lease": True, "fencing": lock.fence, "checks_validity": True,
-        "points": [{"name": "after-check", "op": "write",
+        # A crash here only drops a write: the lease runs out as it would. A pause can hurt.
+        "points": [{"name": "after-check", "op": "write", "stops": ["pause"],
                     "summary": "the lease was valid by our clock, the write not yet answered"}]}})
     for line in sys.stdin:
         if not line.strip():
