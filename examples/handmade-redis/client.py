@@ -79,7 +79,7 @@ class HandmadeLock:
         self.rng = random.Random("%s-%s" % (hello.get("seed", 0), hello["client"]))
         self.client = hello["client"]
         self.count = 0
-        self.offset_ms = 0.0      # the clock-client fault shifts our clock
+        self.offset_ms = 0.0      # the clock-client fault sets our clock's offset
         self.valid_until = None   # by now_ms(); None when we believe we hold nothing
         self.owner = None
 
@@ -179,7 +179,7 @@ def handle(lock, req):
         if op == "release":
             return lock.release(req.get("owner", ""))
         if op == "clock":
-            lock.offset_ms += float(req.get("offset_ms", 0))
+            lock.offset_ms = float(req.get("offset_ms", 0))  # absolute; absent: real time again
             return {"outcome": "ok"}
         return {"outcome": "fail", "reason": "error", "error": "unknown op %r" % op}
     except NeverSent as e:
