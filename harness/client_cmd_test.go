@@ -88,6 +88,45 @@ func TestClientCmdAdapters(t *testing.T) {
 	}
 }
 
+// The hand-made lock of examples/handmade-redis, an adapter written from
+// docs/protocol.md alone: its validity check does not save it from a pause
+// (after the check, or after the grant), fencing tokens do.
+func TestClientCmdHandmadeRedis(t *testing.T) {
+	needServer(t)
+	cases := []struct {
+		name    string
+		fence   bool
+		verdict checker.Verdict
+	}{
+		{"under pause it has a double holder", false, checker.Unsafe},
+		{"under pause with fencing it is safe", true, checker.Safe},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			py := python(t, "redis")
+			o := clientCmdOptions(t, py+" "+example(t, "handmade-redis/client.py"), "redis", "pause", int64(320+i))
+			o.Fence = tc.fence
+			o.TimeLimit = 10 * time.Second
+			out, err := Run(context.Background(), o)
+			require.NoError(t, err)
+			found := kinds(out.Result, "")
+			require.Equal(t, tc.verdict, out.Result.Verdict, "why: %s; anomalies %v", out.Result.Why, found)
+			if tc.fence {
+				// The grants carried tokens and the resource checked them.
+				for _, p := range out.Result.Properties {
+					if p.Name == "fencing" || p.Name == "token-order" {
+						require.Equal(t, checker.Pass, p.Status, "%s: %s", p.Name, p.Detail)
+					}
+				}
+			} else {
+				require.Positive(t, found[string(checker.KindDoubleHolder)], "anomalies %v", found)
+			}
+			assertNothingLeft(t, out.Dir)
+		})
+	}
+}
+
 // A broken client program is a harness error naming the client and what it
 // printed, never a lock verdict.
 func TestBrokenClients(t *testing.T) {
