@@ -14,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/internal/testenv"
 	"github.com/locktest/locktest/protocol"
 )
 
@@ -142,6 +143,56 @@ func TestHandmadeRedisAdapterConforms(t *testing.T) {
 				require.GreaterOrEqual(t, tokens, 2, "every grant carries a token")
 			} else {
 				require.Zero(t, tokens, "no token without fencing")
+			}
+		})
+	}
+}
+
+// kazoo's non-blocking acquire answers contended when a node precedes its
+// own (docs/own-lock.md): as right as held, so conformance accepts it.
+func TestKazooContendedConforms(t *testing.T) {
+	testenv.Require(t, clusters.Check("zk3"))
+	if err := exec.Command("/usr/bin/python3", "-c", "import kazoo").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3-kazoo missing under CI")
+		}
+		t.Skip("apt-get install -y python3-kazoo")
+	}
+	cl, err := local.Backend{}.Start(context.Background(), clusters.Spec{Topology: "zk3", Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cl.Stop(context.Background()) })
+	rep := Run([]string{"/usr/bin/python3", example(t, "kazoo/client.py")}, hello(cl), 10*time.Second, io.Discard)
+	contended := 0
+	for _, f := range rep.Findings {
+		t.Logf("%v %s: %s", f.OK, f.Step, f.Detail)
+		if f.OK && strings.Contains(f.Detail, `"contended"`) {
+			contended++
+		}
+	}
+	require.Zero(t, rep.Violations)
+	require.Equal(t, 1, contended, "client 2's acquire answered contended")
+}
+
+// A fail with a reason that is not among the right ones is still a
+// finding, and its line names every right one.
+func TestCheckReplyListsTheRightReasons(t *testing.T) {
+	cases := []struct {
+		line   string
+		ok     bool
+		detail string
+	}{
+		{`{"id":1,"outcome":"fail","reason":"held"}`, true, ""},
+		{`{"id":1,"outcome":"fail","reason":"contended"}`, true, ""},
+		{`{"id":1,"outcome":"fail","reason":"not-owner"}`, false, "a correct lock answers fail/held or fail/contended here"},
+		{`{"id":1,"outcome":"ok","owner":"x"}`, false, "answered ok, a correct lock answers fail/held or fail/contended here"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.line, func(t *testing.T) {
+			var r Report
+			checkReply(&r, "acquire by client 2", protocol.Request{ID: 1, Op: protocol.OpAcquire}, tc.line, "fail", "held|contended")
+			require.Equal(t, tc.ok, r.Violations == 0, "%v", r.Findings)
+			if !tc.ok {
+				require.Contains(t, r.Findings[0].Detail, tc.detail)
 			}
 		})
 	}
