@@ -39,19 +39,28 @@ func example(t *testing.T, p string) string {
 	return abs
 }
 
+// python returns Debian's python3 when it can import mod, or skips (fails
+// under CI, where scripts/install.sh installs python3-mod).
+func python(t *testing.T, mod string) string {
+	t.Helper()
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import "+mod).Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("python3-%s missing under CI: %v", mod, err)
+		}
+		t.Skipf("apt-get install -y python3-%s", mod)
+	}
+	return py
+}
+
 func hello(cl clusters.Cluster) protocol.Hello {
 	return protocol.Hello{Lock: "client-cmd", Servers: cl.Addrs(), Key: "conf", TTLMillis: 5000, OpTimeoutMs: 1000, Seed: 1}
 }
 
 func TestRedisPyAdapterConforms(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("python3-redis missing under CI")
-		}
-		t.Skip("apt-get install -y python3-redis")
-	}
+	py := python(t, "redis")
 	cl := redis(t)
-	rep := Run([]string{"/usr/bin/python3", example(t, "redis-py/client.py")}, hello(cl), 5*time.Second, io.Discard)
+	rep := Run([]string{py, example(t, "redis-py/client.py")}, hello(cl), 5*time.Second, io.Discard)
 	for _, f := range rep.Findings {
 		t.Logf("%v %s: %s", f.OK, f.Step, f.Detail)
 	}
@@ -63,14 +72,9 @@ func TestRedisPyAdapterConforms(t *testing.T) {
 // it to stop there, sees the notice and the stop, resumes it and gets its
 // answer.
 func TestRedisPyOwnedStopsAtItsPoint(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("python3-redis missing under CI")
-		}
-		t.Skip("apt-get install -y python3-redis")
-	}
+	py := python(t, "redis")
 	cl := redis(t)
-	rep := Run([]string{"/usr/bin/python3", example(t, "redis-py/client.py"), "--owned"}, hello(cl), 5*time.Second, io.Discard)
+	rep := Run([]string{py, example(t, "redis-py/client.py"), "--owned"}, hello(cl), 5*time.Second, io.Discard)
 	stopped := 0
 	for _, f := range rep.Findings {
 		t.Logf("%v %s: %s", f.OK, f.Step, f.Detail)
@@ -113,19 +117,14 @@ func TestBrokenClientsAreReported(t *testing.T) {
 // docs/protocol.md alone: it conforms with and without fencing tokens, and
 // stops itself at its after-check point when asked.
 func TestHandmadeRedisAdapterConforms(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import redis").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("python3-redis missing under CI")
-		}
-		t.Skip("apt-get install -y python3-redis")
-	}
+	py := python(t, "redis")
 	cl := redis(t)
 	for _, fence := range []bool{false, true} {
 		t.Run(map[bool]string{false: "no fencing", true: "fencing"}[fence], func(t *testing.T) {
 			h := hello(cl)
 			h.Key = "handmade-" + map[bool]string{false: "plain", true: "fenced"}[fence]
 			h.Fence = fence
-			rep := Run([]string{"/usr/bin/python3", example(t, "handmade-redis/client.py")}, h, 5*time.Second, io.Discard)
+			rep := Run([]string{py, example(t, "handmade-redis/client.py")}, h, 5*time.Second, io.Discard)
 			stopped, tokens := 0, 0
 			for _, f := range rep.Findings {
 				t.Logf("%v %s: %s", f.OK, f.Step, f.Detail)
@@ -152,16 +151,11 @@ func TestHandmadeRedisAdapterConforms(t *testing.T) {
 // own (docs/own-lock.md): as right as held, so conformance accepts it.
 func TestKazooContendedConforms(t *testing.T) {
 	testenv.Require(t, clusters.Check("zk3"))
-	if err := exec.Command("/usr/bin/python3", "-c", "import kazoo").Run(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("python3-kazoo missing under CI")
-		}
-		t.Skip("apt-get install -y python3-kazoo")
-	}
+	py := python(t, "kazoo")
 	cl, err := local.Backend{}.Start(context.Background(), clusters.Spec{Topology: "zk3", Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cl.Stop(context.Background()) })
-	rep := Run([]string{"/usr/bin/python3", example(t, "kazoo/client.py")}, hello(cl), 10*time.Second, io.Discard)
+	rep := Run([]string{py, example(t, "kazoo/client.py")}, hello(cl), 10*time.Second, io.Discard)
 	contended := 0
 	for _, f := range rep.Findings {
 		t.Logf("%v %s: %s", f.OK, f.Step, f.Detail)
