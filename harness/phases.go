@@ -142,7 +142,7 @@ func (r *run) prepare() error {
 	}); err != nil {
 		return err
 	}
-	r.say("locktest %s: lock %s, nemesis %s, %d clients, %s, seed %d", Version, o.Lock, strings.Join(p.Names, ","), o.Clients, o.TimeLimit, o.Seed)
+	r.say("locktest %s: lock %s, nemesis %s, %d clients, %s, seed %d", Version, s.Name, strings.Join(p.Names, ","), o.Clients, o.TimeLimit, o.Seed)
 	r.say("run directory: %s", r.dir)
 	if r.sized != "" {
 		r.say("%s", r.sized)
