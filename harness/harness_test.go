@@ -229,6 +229,11 @@ func TestValidate(t *testing.T) {
 		{"crash-at a point of another scheme", func(o *Options) {
 			o.Lock, o.Nemesis, o.Params = "redis-get-del", "crash-client", map[string]string{"crash-at": "after-setnx"}
 		}, `lock redis-get-del has no fault point "after-setnx" (it has: after-grant, after-get)`},
+		{"crash-at waiting", func(o *Options) {
+			// crash-client never strikes a waiter: the run would never
+			// inject a fault.
+			o.Lock, o.Nemesis, o.Wait, o.Params = "etcd", "crash-client", true, map[string]string{"crash-at": "waiting"}
+		}, `--param crash-at=waiting: lock etcd has no fault point "waiting" (it has: after-grant)`},
 		// Values are checked before any server starts, in MariaDB's range.
 		{"lock_wait not whole", func(o *Options) {
 			o.Lock, o.Params = "mysql-get-lock", map[string]string{"lock_wait": "2.5"}
