@@ -338,6 +338,35 @@ func TestFaultSizing(t *testing.T) {
 	require.False(t, ok)
 }
 
+// A --client-cmd run's own points are known only once it runs, but the
+// waiter point is the controller's: pause-at=waiting wants --wait, and
+// crash-at=waiting is never struck.
+func TestValidateClientCmdWaiting(t *testing.T) {
+	cases := []struct {
+		nemesis, key string
+		wait         bool
+		want         string
+	}{
+		{"pause", "pause-at", false, `--param pause-at=waiting: "waiting" is a point of pause with --wait only`},
+		{"crash-client", "crash-at", true, `--param crash-at=waiting: "waiting" is a point of pause with --wait only`},
+		{"pause", "pause-at", true, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			o := clientCmdOptions(t, "true", "redis", tc.nemesis, 1)
+			o.Wait = tc.wait
+			o.Params = map[string]string{tc.key: "waiting"}
+			_, err := o.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorAs(t, err, new(UsageError))
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
 // The fault points a scheme declares, after-grant, and with --wait the
 // waiter point are accepted.
 func TestValidatePointsAccepted(t *testing.T) {

@@ -234,6 +234,10 @@ func (o *Options) validatePoints(s locks.Scheme) error {
 			return usage("--param %s: %v", key, err)
 		}
 		if o.ClientCmd != "" {
+			// The waiter point is the controller's own, known now.
+			if slices.Contains(points, locks.PointWaiting) && (key != "pause-at" || !o.Wait) {
+				return usage("--param %s=%s: %q is a point of pause with --wait only", key, o.Params[key], locks.PointWaiting)
+			}
 			continue
 		}
 		known := []string{locks.PointAfterGrant}
