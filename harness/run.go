@@ -337,12 +337,6 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 			return UsageError{err}
 		}
 	}
-	if o.ClientCmd == "" {
-		// A variant's value too (the scheme's own client reads it).
-		if _, err := locks.MirrorOf(s.Name, o.Params); err != nil {
-			return UsageError{err}
-		}
-	}
 	if strings.HasPrefix(topology, "mysql") {
 		// The values too, before any server starts.
 		if err := recipe.CheckMySQLParams(o.Params); err != nil {
@@ -388,12 +382,6 @@ func needsClockShim(ns []nemesis.Nemesis) bool {
 func needs(n nemesis.Nemesis) nemesis.Needs {
 	info, _ := nemesis.Lookup(n.Name())
 	return info.Needs
-}
-
-// needsNet: the run's faults need the network layer with its --param
-// settings (partitions; failover=isolate).
-func needsNet(ns []nemesis.Nemesis, params map[string]string) bool {
-	return nemesis.NeedsNet(ns, params)
 }
 
 // clientHost gives each client its own namespace when the run has a
