@@ -447,7 +447,8 @@ func markInterrupted(run *reports.CellRun) {
 }
 
 // FillRun copies what the matrix shows from a run's result. An
-// interrupted run (res.Interrupted) gets the verdict "interrupted".
+// interrupted run (res.Interrupted), or one whose check was stopped
+// (res.CheckInterrupted), gets the verdict "interrupted".
 func FillRun(run *reports.CellRun, res *checker.Result) {
 	// A run recorded as interrupted stays so when it is checked again.
 	was := run.Interrupted
@@ -483,7 +484,9 @@ func FillRun(run *reports.CellRun, res *checker.Result) {
 		run.Held = float64(n.HeldNs) / float64(n.DurationNs)
 	}
 	run.StoppedEarly = run.StoppedEarly || res.StoppedEarly
-	if res.Interrupted || was {
+	// A check stopped before it decided everything (CheckInterrupted)
+	// proves as little as a cut workload: no verdict, run again on resume.
+	if res.Interrupted || res.CheckInterrupted || was {
 		markInterrupted(run)
 	}
 }

@@ -206,3 +206,27 @@ type runnerFunc func(context.Context, harness.Options) (*harness.Outcome, error)
 func (f runnerFunc) Run(ctx context.Context, o harness.Options) (*harness.Outcome, error) {
 	return f(ctx, o)
 }
+
+// A run whose check was stopped (a Ctrl-C during the check at the end of
+// the run) decided nothing: its cell run is interrupted, as a cut workload
+// is, not an inconclusive (or safe) verdict that a resume would keep.
+func TestFillRunCheckInterrupted(t *testing.T) {
+	cases := []struct {
+		name        string
+		res         checker.Result
+		interrupted bool
+		verdict     string
+	}{
+		{"check stopped", checker.Result{Verdict: checker.Inconclusive, Why: "linearizable interrupted", CheckInterrupted: true}, true, reports.VerdictInterrupted},
+		{"check stopped after a proof", checker.Result{Verdict: checker.Unsafe, Why: "double holder", CheckInterrupted: true}, true, reports.VerdictInterrupted},
+		{"check finished", checker.Result{Verdict: checker.Safe, Why: "no anomaly"}, false, string(checker.Safe)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var run reports.CellRun
+			campaigns.FillRun(&run, &tc.res)
+			require.Equal(t, tc.interrupted, run.Interrupted)
+			require.Equal(t, tc.verdict, run.Verdict)
+		})
+	}
+}

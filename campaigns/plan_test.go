@@ -17,6 +17,7 @@ import (
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/locks"
+	lmatrix "github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/reports"
 )
 
@@ -152,17 +153,26 @@ cells:
 }
 
 // TestNightlyConfig: the shipped config parses, covers every scheme in
-// the registry, and expects something of every cell that can run.
+// the registry, and expects something of every cell that can run; every
+// cell's options pass the run's own validation (a --param its fault or
+// scheme does not read, a point its scheme lacks, would make the cell an
+// error every night).
 func TestNightlyConfig(t *testing.T) {
 	c, err := campaigns.LoadConfig("nightly.yaml")
 	require.NoError(t, err)
 	camp, err := campaigns.PlanConfig(c, campaigns.Environment{})
 	require.NoError(t, err)
 	covered := map[string]bool{}
-	for _, cell := range camp.Cells {
+	for i := range camp.Cells {
+		cell := &camp.Cells[i]
 		covered[cell.Lock] = true
 		require.NotEqual(t, reports.CellNA, cell.Status, "%s is n/a: drop it from nightly.yaml (%s)", cell.ID, cell.Reason)
 		require.NotEmpty(t, cell.Expect, cell.ID)
+		o, err := campaigns.Options2Harness(cell, 1, t.TempDir())
+		require.NoError(t, err, cell.ID)
+		o.Machine = &lmatrix.Machine{} // whatever this machine lacks
+		_, err = o.Validate()
+		require.NoError(t, err, cell.ID)
 	}
 	for _, name := range locks.Names() {
 		require.True(t, covered[name], "nightly.yaml does not cover scheme %s", name)

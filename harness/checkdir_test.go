@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,4 +44,26 @@ func TestCheckDirContextInterrupted(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.CheckInterrupted)
 	require.Equal(t, checker.Unsafe, res.Verdict, res.Why)
+}
+
+// A run whose check at the end was stopped is an interrupted run
+// (Outcome.Interrupted: `locktest run` exits 130, a campaign runs its seed
+// again on resume), though its workload ran to its time limit.
+func TestFinishCheckInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	_, err := lostgen.WriteDir(dir, lostgen.Config{Ops: 2000, Clients: 50, Lost: 0.05, Double: 2, Mix: lostgen.MixCertain, Seed: 3})
+	require.NoError(t, err)
+	r := &run{dir: dir, out: io.Discard, o: Options{Quiet: true}}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out, err := r.finishContext(ctx, driven{})
+	require.NoError(t, err)
+	require.True(t, out.Result.CheckInterrupted)
+	require.True(t, out.Interrupted)
+
+	out, err = r.finishContext(context.Background(), driven{})
+	require.NoError(t, err)
+	require.False(t, out.Interrupted)
+	require.Equal(t, checker.Unsafe, out.Result.Verdict, out.Result.Why)
 }

@@ -229,6 +229,11 @@ func TestValidate(t *testing.T) {
 		{"crash-at a point of another scheme", func(o *Options) {
 			o.Lock, o.Nemesis, o.Params = "redis-get-del", "crash-client", map[string]string{"crash-at": "after-setnx"}
 		}, `lock redis-get-del has no fault point "after-setnx" (it has: after-grant, after-get)`},
+		{"crash-at waiting", func(o *Options) {
+			// crash-client never strikes a waiter: the run would never
+			// inject a fault.
+			o.Lock, o.Nemesis, o.Wait, o.Params = "etcd", "crash-client", true, map[string]string{"crash-at": "waiting"}
+		}, `--param crash-at=waiting: lock etcd has no fault point "waiting" (it has: after-grant)`},
 		// Values are checked before any server starts, in MariaDB's range.
 		{"lock_wait not whole", func(o *Options) {
 			o.Lock, o.Params = "mysql-get-lock", map[string]string{"lock_wait": "2.5"}
@@ -331,6 +336,35 @@ func TestFaultSizing(t *testing.T) {
 	require.Greater(t, sz.TTL, sz.Hold.Max)
 	_, ok = FaultSizing("local", "redis-sentinel", []string{"pause"})
 	require.False(t, ok)
+}
+
+// A --client-cmd run's own points are known only once it runs, but the
+// waiter point is the controller's: pause-at=waiting wants --wait, and
+// crash-at=waiting is never struck.
+func TestValidateClientCmdWaiting(t *testing.T) {
+	cases := []struct {
+		nemesis, key string
+		wait         bool
+		want         string
+	}{
+		{"pause", "pause-at", false, `--param pause-at=waiting: "waiting" is a point of pause with --wait only`},
+		{"crash-client", "crash-at", true, `--param crash-at=waiting: "waiting" is a point of pause with --wait only`},
+		{"pause", "pause-at", true, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key, func(t *testing.T) {
+			o := clientCmdOptions(t, "true", "redis", tc.nemesis, 1)
+			o.Wait = tc.wait
+			o.Params = map[string]string{tc.key: "waiting"}
+			_, err := o.Validate()
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorAs(t, err, new(UsageError))
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
 }
 
 // The fault points a scheme declares, after-grant, and with --wait the

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -403,8 +405,18 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 }
 
 // finish checks the history, writes the reports and says what the online
-// checker saw.
+// checker saw. The check ends early at a Ctrl-C or SIGTERM (the next one
+// after a first that ended the workload).
 func (r *run) finish(d driven) (*Outcome, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return r.finishContext(ctx, d)
+}
+
+// finishContext is finish with its check stopped when ctx is done: a run
+// whose check was stopped is an interrupted run (exit 130; a campaign
+// runs its seed again on --resume), whatever its workload did.
+func (r *run) finishContext(ctx context.Context, d driven) (*Outcome, error) {
 	if d.detected != nil {
 		stopped := ""
 		if d.detected.Stopped {
@@ -412,13 +424,13 @@ func (r *run) finish(d driven) (*Outcome, error) {
 		}
 		r.say("online checker: a %s that began at %.2fs was certain at %.2fs%s", d.detected.Kind, d.detected.ViolationAt.Seconds(), d.detected.CertainAt.Seconds(), stopped)
 	}
-	res, err := CheckDir(r.dir, r.out, r.o.Quiet)
+	res, err := CheckDirContext(ctx, r.dir, r.out, r.o.Quiet)
 	if err != nil {
 		return nil, err
 	}
 	if !d.interrupted {
 		keepCluster(r.cl)
 	}
-	return &Outcome{Dir: r.dir, Result: *res, Interrupted: d.interrupted, Startup: r.startup, NetID: r.netID,
+	return &Outcome{Dir: r.dir, Result: *res, Interrupted: d.interrupted || res.CheckInterrupted, Startup: r.startup, NetID: r.netID,
 		Detected: d.detected, Cluster: r.poolDir, Reused: r.reused}, nil
 }

@@ -111,7 +111,7 @@ func PoolKey(o Options) string {
 	if needsClockShim(ns) {
 		key += "+clock"
 	}
-	if needsNet(ns, o.Params) {
+	if nemesis.NeedsNet(ns, o.Params) {
 		key += "+net"
 	}
 	var set []string
@@ -152,7 +152,7 @@ func (p *Pool) covers(o Options) bool { return p != nil && PoolKey(o) != "" }
 func (p *Pool) backend(o Options, names []string) clusters.Backend {
 	s, _ := locks.Lookup(o.Lock)
 	ns, _, _ := nemesis.Parse(o.Nemesis)
-	return poolBackend{p: p, key: PoolKey(o), net: needsNet(ns, o.Params), reuse: reusable(o.topologyOf(s), names)}
+	return poolBackend{p: p, key: PoolKey(o), net: nemesis.NeedsNet(ns, o.Params), reuse: reusable(o.topologyOf(s), names)}
 }
 
 type poolBackend struct {

@@ -406,7 +406,6 @@ func (s *zkSession) lostNow() (bool, string) {
 	return false, ""
 }
 
-// seqOf returns the sequence suffix of a sequential node's name.
 // tokenOf is the fencing token of the lock node at path: its czxid, the
 // zxid of the transaction that created it, which a Curator user reads
 // with checkExists() and which only grows, even when the parent container
@@ -435,6 +434,7 @@ func (s *zkSession) tokenOf(ctx context.Context, path string) (int64, error) {
 	return st.Czxid, nil
 }
 
+// seqOf returns the sequence suffix of a sequential node's name.
 func seqOf(name string) string {
 	if len(name) < 10 {
 		return name

@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,6 +97,12 @@ func TestParseShapesOptIn(t *testing.T) {
 	require.Equal(t, []string{"lost-renewal"}, got)
 	_, err = ParseShapes("lost-renewl")
 	require.ErrorContains(t, err, "lost-renewal")
+	// locktest list names every shape the param takes, the opt-in ones too.
+	info, ok := Lookup("partition")
+	require.True(t, ok)
+	for _, s := range append(slices.Clone(PartitionShapes), OptInShapes...) {
+		require.Contains(t, info.Summary, s)
+	}
 }
 
 func TestParsePoints(t *testing.T) {

@@ -53,8 +53,7 @@ func ParseShapes(s string) ([]string, error) {
 
 type partition struct{}
 
-func (*partition) Name() string   { return "partition" }
-func (*partition) NeedsNet() bool { return true }
+func (*partition) Name() string { return "partition" }
 
 // Run alternates between healthy periods and partitions. Shapes aimed at
 // the holder strike right after an acquire; the others at a random time.
