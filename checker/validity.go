@@ -100,8 +100,16 @@ func checkUsedAfterValidity(f *facts, slack int64) (Property, []Anomaly) {
 // between that check and its write (1.05 s–4.20 s); client 2 acquired the
 // lock at 3.10 s; client 1's write landed at 4.20 s: the check-then-act
 // gap".
+//
+// A use asked for once the validity had ended (by the harness's clock,
+// which reads the end no earlier than the client's own) is never excused:
+// the client's check came after that call, so it passed a lease that was
+// over, and that is the client's bug whatever befell it afterwards.
 func checkThenAct(f *facts, op *history.Operation, hd *Hold) (Anomaly, bool) {
 	h := f.h
+	if op.Call >= hd.ValidUntil {
+		return Anomaly{}, false
+	}
 	for _, ft := range h.Faults {
 		if ft.Client != op.Client || ft.Point != "after-check" || ft.Failed || ft.Start < op.Call || ft.Start > op.Return {
 			continue

@@ -97,6 +97,12 @@ func TestCheckThenAct(t *testing.T) {
 			b.use(1, true, 451, 452, history.OK)
 			b.rel(1, 453, 454, "a", history.Fail, "-")
 		}},
+		{name: "a write asked for after the validity ended is a client bug, paused at after-check or not", kind: KindUsedAfterValidity, build: func(b *hb) {
+			b.acqValid(1, 0, 1, "a", 100)
+			pauseAt(b, "after-check", 151, 450)
+			b.use(1, true, 150, 450, history.OK)
+			b.rel(1, 451, 452, "a", history.Fail, "-")
+		}},
 		{name: "a pause at after-check of an earlier write does not excuse a later one", kind: KindUsedAfterValidity, build: func(b *hb) {
 			b.acqValid(1, 0, 1, "a", 100)
 			pauseAt(b, "after-check", 10, 20)
