@@ -248,7 +248,7 @@ func hurtsShared(mode string, overdue, ttl time.Duration) bool {
 
 // readerAfter is how many TTLs past its due time a pause on a read-write
 // lock waits for a writer's grant before it freezes a reader.
-const readerAfter = 4
+const readerAfter = 1
 
 // waitingGrace is how long an acquire must have waited before a waiter
 // fault freezes its client: long enough that it is blocked (a blocking
