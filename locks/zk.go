@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,8 +31,12 @@ import (
 //     Reentrant per client. The node vanishes when the session expires,
 //     but the client keeps believing it holds the lock until told otherwise.
 //   - zk-strict: the same, but it treats a connection loss (Curator's
-//     SUSPENDED) or a silent server as "lock lost" and stops using the
-//     resource, as Curator's tech note advises.
+//     SUSPENDED) or an expired session as "lock lost" and stops using the
+//     resource, as Curator's tech note advises. It hears of them as a
+//     Curator listener does: the ZooKeeper client's own goroutines notice
+//     the loss (no answer for 2/3 of the session timeout) and an event
+//     goroutine delivers it, so a client resumed from a pause may use the
+//     resource before it has heard.
 //   - zk-semaphore (InterProcessSemaphoreMutex): a one-lease semaphore; an
 //     internal mutex under locks/ serializes the lease count under leases/.
 //     Not reentrant.
@@ -75,25 +78,11 @@ type zkSession struct {
 	timeout time.Duration // the session timeout
 	opLimit time.Duration // one request's deadline
 
-	lastRead  atomic.Int64 // unix ns of the last bytes from a server
-	lost      atomic.Value // string: why the session was suspended, "" if not
+	lost      atomic.Value  // string: why the session was suspended, "" if not
+	events    chan zk.State // session states, for the event goroutine
 	made      map[string]bool
 	closed    chan struct{}
 	closeOnce sync.Once
-}
-
-// stampConn records when a server last sent anything.
-type stampConn struct {
-	net.Conn
-	last *atomic.Int64
-}
-
-func (c stampConn) Read(b []byte) (int, error) {
-	n, err := c.Conn.Read(b)
-	if n > 0 {
-		c.last.Store(time.Now().UnixNano())
-	}
-	return n, err
 }
 
 func newZKSession(c Config) (*zkSession, error) {
@@ -106,39 +95,77 @@ func newZKSession(c Config) (*zkSession, error) {
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = time.Second
 	}
-	s := &zkSession{cfg: c, timeout: c.TTL, made: map[string]bool{}, closed: make(chan struct{}), root: "/locktest/" + strings.NewReplacer("/", "_", ":", "_").Replace(c.Key)}
+	s := &zkSession{cfg: c, timeout: c.TTL, made: map[string]bool{}, closed: make(chan struct{}), events: make(chan zk.State, stateQueue), root: "/locktest/" + strings.NewReplacer("/", "_", ":", "_").Replace(c.Key)}
 	// The client learns of a dead connection after 2/3 of the session
 	// timeout; a request waits at least that long.
 	s.opLimit = max(c.OpTimeout, c.TTL)
 	s.lost.Store("")
-	dialer := func(network, addr string, timeout time.Duration) (net.Conn, error) {
-		conn, err := net.DialTimeout(network, addr, timeout)
-		if err != nil {
-			return nil, err
-		}
-		s.lastRead.Store(time.Now().UnixNano())
-		return stampConn{conn, &s.lastRead}, nil
-	}
+	go s.deliver()
 	conn, _, err := zk.Connect(c.Addrs, c.TTL,
-		zk.WithDialer(dialer),
 		zk.WithLogger(log.New(io.Discard, "", 0)),
 		zk.WithLogInfo(false),
 		zk.WithEventCallback(func(ev zk.Event) {
-			if ev.Type != zk.EventSession {
-				return
-			}
-			switch ev.State {
-			case zk.StateDisconnected:
-				s.lost.Store("connection to ZooKeeper lost (suspended)")
-			case zk.StateExpired:
-				s.lost.Store("ZooKeeper session expired")
+			if ev.Type == zk.EventSession {
+				s.queue(ev.State)
 			}
 		}))
 	if err != nil {
+		s.closeOnce.Do(func() { close(s.closed) })
 		return nil, fmt.Errorf("zookeeper connect: %w", err)
 	}
 	s.conn = conn
 	return s, nil
+}
+
+// stateQueue is how many session states wait for the event goroutine
+// before queue hands them over from a goroutine of their own.
+const stateQueue = 64
+
+// queue hands a session state from the ZooKeeper client's goroutine (it
+// calls back from its connection loop when it notices the change) to the
+// event goroutine, as Curator's ConnectionStateManager.addStateChange puts
+// it on its queue: the connection loop never blocks on a listener.
+func (s *zkSession) queue(st zk.State) {
+	select {
+	case s.events <- st:
+	default:
+		go func() {
+			select {
+			case s.events <- st:
+			case <-s.closed:
+			}
+		}()
+	}
+}
+
+// deliver is the session's event goroutine (Curator's
+// ConnectionStateManager.processEvents thread): it takes the states in
+// order and tells the listener, here the strict client's "lost" flag.
+// Until it has, the client goes on as if connected: a client resumed from
+// a pause races its own library to learn that it was cut off.
+func (s *zkSession) deliver() {
+	for {
+		select {
+		case st := <-s.events:
+			if why := lostBy(st); why != "" {
+				s.lost.Store(why)
+			}
+		case <-s.closed:
+			return
+		}
+	}
+}
+
+// lostBy is why session state st means a strict client's lock is lost
+// (Curator's SUSPENDED and LOST), "" when it does not.
+func lostBy(st zk.State) string {
+	switch st {
+	case zk.StateDisconnected:
+		return "connection to ZooKeeper lost (suspended)"
+	case zk.StateExpired:
+		return "ZooKeeper session expired"
+	}
+	return ""
 }
 
 func (s *zkSession) Close() error {
@@ -392,16 +419,14 @@ func (s *zkSession) waitGone(ctx context.Context, path string, deadline time.Tim
 	}
 }
 
-// Lost reports whether a strict client must consider its lock lost: the
-// session was suspended (a connection loss) or expired since the acquire,
-// or no server has said anything for 2/3 of the session timeout, the point
-// at which the client library itself declares the connection lost.
+// lostNow reports whether a strict client has heard that its lock is lost:
+// the event goroutine delivered a suspended connection or an expired
+// session since the acquire. The ZooKeeper client declares the connection
+// lost after 2/3 of the session timeout without an answer, on its own
+// goroutine; nothing is worked out at the moment of use, as with Curator.
 func (s *zkSession) lostNow() (bool, string) {
 	if why := s.lost.Load().(string); why != "" {
 		return true, why
-	}
-	if silent := time.Since(time.Unix(0, s.lastRead.Load())); silent > s.timeout*2/3 {
-		return true, fmt.Sprintf("no word from ZooKeeper for %s (session timeout %s)", silent.Round(time.Millisecond), s.timeout)
 	}
 	return false, ""
 }

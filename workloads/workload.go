@@ -198,6 +198,10 @@ func (r *Runner) Holding(id int) bool {
 // Waits reports whether the clients' acquires block (--wait).
 func (r *Runner) Waits() bool { return r.cfg.Hello.Wait }
 
+// ReadWrite reports whether the lock has shared (read) and exclusive
+// (write) holders.
+func (r *Runner) ReadWrite() bool { return r.cfg.ReadWrite }
+
 // HolderGrants returns the grants (acquire ok events) of the clients that
 // believe they hold the lock now, in client order.
 func (r *Runner) HolderGrants() []history.Event {
