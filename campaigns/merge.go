@@ -207,8 +207,7 @@ func orHost(h string) string {
 }
 
 // CopyRuns copies the runs of every shard into the merged campaign's
-// directory out, each shard's into out/shard-K (files hard-linked when
-// they can be), and makes the runs' directories relative to out.
+// directory out, each shard's into out/shard-K, and makes the runs' directories relative to out.
 func CopyRuns(out string, c *reports.Campaign, shards []MergedShard) error {
 	prefix := map[string]string{} // run dir (in its shard) -> shard-K
 	for i := range shards {
@@ -249,8 +248,8 @@ func CopyRuns(out string, c *reports.Campaign, shards []MergedShard) error {
 	return nil
 }
 
-// copyTree copies directory src to dst: files hard-linked (copied across
-// file systems), symbolic links as links.
+// copyTree copies directory src to dst: regular files, and symbolic
+// links as links.
 func copyTree(src, dst string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -273,9 +272,8 @@ func copyTree(src, dst string) error {
 		case !d.Type().IsRegular():
 			return nil // sockets, fifos of a server
 		}
-		if os.Link(p, to) == nil {
-			return nil
-		}
+		// Copied, not hard-linked: `locktest report` rewrites a run's
+		// results.json in place, which would rewrite the shard's too.
 		return copyFile(p, to)
 	})
 }
