@@ -2,6 +2,7 @@ package campaigns_test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -144,4 +145,101 @@ func checkBuilds(t *testing.T, name string, job workflowJob, perms map[string]st
 	if installs {
 		require.Greater(t, installed, trusted, "%s: the install script (it runs go build) must come after safe.directory", name)
 	}
+}
+
+// k8sDocs reads the YAML documents of a manifest.
+func k8sDocs(t *testing.T, name string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "examples", "k8s", name))
+	require.NoError(t, err)
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	var docs []map[string]any
+	for {
+		var d map[string]any
+		if err := dec.Decode(&d); err != nil {
+			require.ErrorIs(t, err, io.EOF)
+			return docs
+		}
+		docs = append(docs, d)
+	}
+}
+
+// at walks a decoded YAML document by keys and list indexes.
+func at(t *testing.T, v any, path ...any) any {
+	t.Helper()
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			require.True(t, ok, "%v: not a map at %q", path, k)
+			v = m[k]
+		case int:
+			l, ok := v.([]any)
+			require.True(t, ok, "%v: not a list at %d", path, k)
+			require.Greater(t, len(l), k)
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// TestK8sExample: the Indexed Job of examples/k8s runs N shards of the
+// nightly campaign, shard JOB_COMPLETION_INDEX+1 of N in each privileged
+// pod, into a directory of its own on a volume many nodes mount; a failed
+// pod resumes its shard; the merge job reads shards 1..N from the same
+// volume.
+func TestK8sExample(t *testing.T) {
+	docs := k8sDocs(t, "shards-job.yaml")
+	require.Len(t, docs, 2)
+	job, pvc := docs[0], docs[1]
+	require.Equal(t, "Job", job["kind"])
+	require.Equal(t, "batch/v1", job["apiVersion"])
+	require.Equal(t, "Indexed", at(t, job, "spec", "completionMode"))
+	n := at(t, job, "spec", "completions").(int)
+	require.GreaterOrEqual(t, n, 2)
+	require.Equal(t, n, at(t, job, "spec", "parallelism"))
+	pod := at(t, job, "spec", "template", "spec")
+	require.Equal(t, "Never", at(t, pod, "restartPolicy"))
+	c := at(t, pod, "containers", 0)
+	require.Equal(t, true, at(t, c, "securityContext", "privileged"))
+	script := at(t, c, "args", 0).(string)
+	require.Contains(t, script, "--config /config/nightly.yaml")
+	require.Contains(t, script, fmt.Sprintf(`--shard "$((JOB_COMPLETION_INDEX + 1))/%d"`, n))
+	require.Contains(t, script, `dir="/shards/shard-$k"`)
+	require.Contains(t, script, "k=$((JOB_COMPLETION_INDEX + 1))")
+	require.Contains(t, script, `--dir "$dir"`)
+	require.Contains(t, script, `locktest campaign --resume "$dir"`)
+	mounts := map[string]string{}
+	for _, m := range at(t, c, "volumeMounts").([]any) {
+		mounts[at(t, m, "name").(string)] = at(t, m, "mountPath").(string)
+	}
+	require.Equal(t, map[string]string{"shards": "/shards", "config": "/config"}, mounts)
+	vols := map[string]any{}
+	for _, v := range at(t, pod, "volumes").([]any) {
+		vols[at(t, v, "name").(string)] = v
+	}
+	claim := at(t, vols["shards"], "persistentVolumeClaim", "claimName")
+	require.Equal(t, "locktest-campaign", at(t, vols["config"], "configMap", "name"))
+	require.Equal(t, "PersistentVolumeClaim", pvc["kind"])
+	require.Equal(t, claim, at(t, pvc, "metadata", "name"))
+	require.Equal(t, []any{"ReadWriteMany"}, at(t, pvc, "spec", "accessModes"))
+
+	docs = k8sDocs(t, "merge-job.yaml")
+	require.Len(t, docs, 1)
+	merge := docs[0]
+	require.Equal(t, "Job", merge["kind"])
+	mpod := at(t, merge, "spec", "template", "spec")
+	require.Equal(t, at(t, c, "image"), at(t, mpod, "containers", 0, "image"))
+	require.Equal(t, claim, at(t, mpod, "volumes", 0, "persistentVolumeClaim", "claimName"))
+	require.Equal(t, "/shards", at(t, mpod, "containers", 0, "volumeMounts", 0, "mountPath"))
+	var cmd []string
+	for _, a := range at(t, mpod, "containers", 0, "command").([]any) {
+		cmd = append(cmd, a.(string))
+	}
+	want := []string{"locktest", "report", "--merge", "/shards/merged"}
+	for k := 1; k <= n; k++ {
+		want = append(want, fmt.Sprintf("/shards/shard-%d", k))
+	}
+	require.Equal(t, want, cmd)
 }
