@@ -109,12 +109,7 @@ func Run(ctx context.Context, c *reports.Campaign, o Options) error {
 		}
 		// An interrupted run proves nothing: its seed runs again (the
 		// run stays on record, superseded).
-		have := map[int64]bool{}
-		for _, run := range cell.Runs {
-			if !run.Interrupted {
-				have[run.Seed] = true
-			}
-		}
+		have := finishedSeeds(cell)
 		for _, seed := range r.seeds(cell) {
 			if !have[seed] {
 				r.jobs = append(r.jobs, job{cell: i, seed: seed})
@@ -197,14 +192,20 @@ func (r *runner) seeds(cell *reports.Cell) []int64 {
 	return out
 }
 
-// complete says whether every run of cell finished.
-func (r *runner) complete(cell *reports.Cell) bool {
+// finishedSeeds are the seeds of the runs of cell that ran their course.
+func finishedSeeds(cell *reports.Cell) map[int64]bool {
 	done := map[int64]bool{}
 	for _, run := range cell.Runs {
 		if !run.Interrupted {
 			done[run.Seed] = true
 		}
 	}
+	return done
+}
+
+// complete says whether every run of cell finished.
+func (r *runner) complete(cell *reports.Cell) bool {
+	done := finishedSeeds(cell)
 	for _, s := range r.seeds(cell) {
 		if !done[s] {
 			return false

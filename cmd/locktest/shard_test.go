@@ -93,12 +93,18 @@ func (s *stubShardRunner) Run(_ context.Context, o harness.Options) (*harness.Ou
 // error line main prints.
 func execIn(t *testing.T, newCmd func() *cobra.Command, args ...string) (int, string) {
 	t.Helper()
+	return execInCtx(context.Background(), t, newCmd, args...)
+}
+
+// execInCtx is execIn with a context to cancel (Ctrl-C).
+func execInCtx(ctx context.Context, t *testing.T, newCmd func() *cobra.Command, args ...string) (int, string) {
+	t.Helper()
 	c := newCmd()
 	var out bytes.Buffer
 	c.SetOut(&out)
 	c.SetErr(io.Discard)
 	c.SetArgs(args)
-	err := c.ExecuteContext(context.Background())
+	err := c.ExecuteContext(ctx)
 	var ec exitCode
 	switch {
 	case errors.As(err, &ec):
@@ -380,19 +386,13 @@ func TestShardFlag(t *testing.T) {
 		return stub.Run(c, o)
 	}))
 	dir := filepath.Join(tmp, "s2")
-	c := newCampaignCmd()
-	c.SetOut(io.Discard)
-	c.SetErr(io.Discard)
-	c.SetArgs([]string{"--config", cfg, "--dir", dir, "--quiet", "--shard", "2/3"})
-	err := c.ExecuteContext(ctx)
-	var ec exitCode
-	require.ErrorAs(t, err, &ec)
-	require.Equal(t, exitInterrupted, ec.code)
+	code, out := execInCtx(ctx, t, newCampaignCmd, "--config", cfg, "--dir", dir, "--quiet", "--shard", "2/3")
+	require.Equal(t, exitInterrupted, code, out)
 	sh, err := campaigns.LoadShard(dir)
 	require.NoError(t, err)
 	require.Empty(t, sh.Finished)
 
-	code, out := execIn(t, newCampaignCmd, "--resume", dir, "--shard", "1/3", "--quiet")
+	code, out = execIn(t, newCampaignCmd, "--resume", dir, "--shard", "1/3", "--quiet")
 	require.Equal(t, exitError, code, out)
 	require.Contains(t, out, "resume: "+dir+" is shard 2/3, not 1/3")
 
