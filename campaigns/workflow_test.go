@@ -243,3 +243,26 @@ func TestK8sExample(t *testing.T) {
 	}
 	require.Equal(t, want, cmd)
 }
+
+// TestLocktestImagePackages: the locktest image (scripts/build-images.sh
+// locktest) holds what scripts/install.sh installs for the servers and
+// the faults: every package but the browser of the report tests and the
+// Python clients of the examples.
+func TestLocktestImagePackages(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "scripts", name))
+		require.NoError(t, err)
+		return string(b)
+	}
+	m := regexp.MustCompile(`(?m)^PACKAGES=\(([^)]*)\)`).FindStringSubmatch(read("install.sh"))
+	require.NotNil(t, m, "install.sh has no PACKAGES=(...)")
+	var want []string
+	for _, p := range strings.Fields(m[1]) {
+		if p != "chromium" && !strings.HasPrefix(p, "python3-") {
+			want = append(want, p)
+		}
+	}
+	m = regexp.MustCompile(`(?m)^\s*build_image locktest (.*)$`).FindStringSubmatch(read("build-images.sh"))
+	require.NotNil(t, m, "build-images.sh builds no locktest image")
+	require.ElementsMatch(t, want, strings.Fields(m[1]))
+}
