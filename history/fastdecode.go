@@ -49,69 +49,77 @@ func decodeEventFast(b []byte, e *Event) bool {
 	}
 }
 
-// decodeField decodes the value at b[i:] into e's field named key.
+// decodeField decodes the value at b[i:] into e's field named key (e is
+// discarded when it reports false).
 func decodeField(b []byte, i int, key []byte, e *Event) (int, bool) {
+	num := func(dst *int64) bool {
+		var ok bool
+		*dst, i, ok = plainInt(b, i)
+		return ok
+	}
+	str := func(dst *string) bool {
+		v, j, ok := plainString(b, i)
+		*dst, i = string(v), j
+		return ok
+	}
 	var n int64
-	var s []byte
 	var ok bool
 	switch string(key) {
-	case "seq", "time", "client", "op_id", "valid", "latency", "fault_id", "pid", "token", "value", "prev":
-		n, i, ok = plainInt(b, i)
-	case "type", "op", "owner", "removed", "reason", "error", "mode", "fault", "target", "point", "detail":
-		s, i, ok = plainString(b, i)
-	default:
-		return i, false
-	}
-	if !ok {
-		return i, false
-	}
-	switch string(key) {
 	case "seq":
-		e.Seq = n
+		ok = num(&e.Seq)
 	case "time":
-		e.Time = n
-	case "client":
-		e.Client = int(n)
+		ok = num(&e.Time)
 	case "op_id":
-		e.OpID = n
+		ok = num(&e.OpID)
 	case "valid":
-		e.Valid = n
+		ok = num(&e.Valid)
 	case "latency":
-		e.Latency = n
+		ok = num(&e.Latency)
 	case "fault_id":
-		e.FaultID = n
+		ok = num(&e.FaultID)
+	case "client":
+		ok = num(&n)
+		e.Client = int(n)
 	case "pid":
+		ok = num(&n)
 		e.PID = int(n)
 	case "token":
+		ok = num(&n)
 		e.Token = Int64(n)
 	case "value":
+		ok = num(&n)
 		e.Value = Int64(n)
 	case "prev":
+		ok = num(&n)
 		e.Prev = Int64(n)
 	case "type":
-		e.Type = Type(internType(s))
+		var v []byte
+		v, i, ok = plainString(b, i)
+		e.Type = Type(internType(v))
 	case "op":
-		e.Op = Op(internOp(s))
+		var v []byte
+		v, i, ok = plainString(b, i)
+		e.Op = Op(internOp(v))
 	case "owner":
-		e.Owner = string(s)
+		ok = str(&e.Owner)
 	case "removed":
-		e.Removed = string(s)
+		ok = str(&e.Removed)
 	case "reason":
-		e.Reason = string(s)
+		ok = str(&e.Reason)
 	case "error":
-		e.Error = string(s)
+		ok = str(&e.Error)
 	case "mode":
-		e.Mode = string(s)
+		ok = str(&e.Mode)
 	case "fault":
-		e.Fault = string(s)
+		ok = str(&e.Fault)
 	case "target":
-		e.Target = string(s)
+		ok = str(&e.Target)
 	case "point":
-		e.Point = string(s)
+		ok = str(&e.Point)
 	case "detail":
-		e.Detail = string(s)
+		ok = str(&e.Detail)
 	}
-	return i, true
+	return i, ok
 }
 
 // internType and internOp return the constant for a known value, so that
