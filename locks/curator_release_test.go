@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/locks"
 )
 
 // Where the zk schemes are already faithful to Curator, kept so: a
@@ -51,4 +53,31 @@ func TestZKFollowsCuratorOnGoneNode(t *testing.T) {
 			require.NoError(t, err)
 		})
 	}
+}
+
+// A container parent reaped between ensure's creates of two levels (the
+// server deletes an empty container on its own schedule) is made again,
+// as Curator's creatingParentContainersIfNeeded retries: the acquire does
+// not fail with "node does not exist".
+func TestZKEnsureRemakesAReapedParent(t *testing.T) {
+	cl := startEnsemble(t, "zk3")
+	admin, _, err := zk.Connect(cl.Addrs(), 5*time.Second, zk.WithLogInfo(false))
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	key := "reaped-parent"
+	reaped := 0
+	locks.SetBeforeEnsureLevel(func(p string) {
+		if p == "/locktest/"+key && reaped == 0 {
+			// /locktest was just made (or found) and is empty: reap it.
+			require.NoError(t, admin.Delete("/locktest", -1))
+			reaped++
+		}
+	})
+	t.Cleanup(func() { locks.SetBeforeEnsureLevel(nil) })
+	l := newLockKey(t, lookup(t, "zk"), cl.Addrs(), key, 1, 4*time.Second, true)
+	lease, err := l.Acquire(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, reaped, "the parent was reaped under the acquire")
+	_, err = l.Release(context.Background(), lease)
+	require.NoError(t, err)
 }

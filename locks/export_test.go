@@ -7,3 +7,13 @@ var (
 	RedissonReleaseScript = redissonRelease
 	RedissonRenewScript   = redissonRenew
 )
+
+// SetBeforeEnsureLevel sets the hook zk's ensure calls before it makes
+// each level of a lock's path; nil removes it.
+func SetBeforeEnsureLevel(f func(path string)) {
+	if f == nil {
+		beforeEnsureLevel.Store(nil)
+		return
+	}
+	beforeEnsureLevel.Store(&f)
+}

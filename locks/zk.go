@@ -218,10 +218,35 @@ func (s *zkSession) call(ctx context.Context, what string, f func() error) error
 // creatingParentContainersIfNeeded does: the server deletes a container
 // once its last child is gone (znode.container.checkIntervalMs later), and
 // the next create makes it again.
+//
+// A parent that existed a moment ago may be reaped before its child is
+// made (the child's create then finds no node): the whole path is made
+// again from the top, a few times, as Curator's retry does.
 func (s *zkSession) ensure(ctx context.Context, path string) error {
+	var err error
+	for try := 0; try < ensureTries; try++ {
+		if err = s.ensureOnce(ctx, path); !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+	}
+	return err
+}
+
+// ensureTries bounds how often ensure makes a path again after a parent
+// was reaped under it.
+const ensureTries = 5
+
+// beforeEnsureLevel, when set (tests only), is called before ensure makes
+// each level of a path: a test reaps a parent there, as the server can.
+var beforeEnsureLevel atomic.Pointer[func(path string)]
+
+func (s *zkSession) ensureOnce(ctx context.Context, path string) error {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	for i := range parts {
 		p := "/" + strings.Join(parts[:i+1], "/")
+		if f := beforeEnsureLevel.Load(); f != nil {
+			(*f)(p)
+		}
 		err := s.call(ctx, "create "+p, func() error {
 			_, err := s.conn.CreateContainer(p, nil, zk.FlagContainer, zk.WorldACL(zk.PermAll))
 			if errors.Is(err, zk.ErrNodeExists) {
