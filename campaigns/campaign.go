@@ -60,6 +60,10 @@ type Options struct {
 	// NoReuse starts a cluster for every run; by default runs whose servers
 	// are started alike share one (harness.Pool), one run at a time.
 	NoReuse bool
+	// Shard, when set, is the share of a bigger campaign that c is
+	// (SplitShard): Run runs the seeds of each cell it names, and writes
+	// it to the directory's shard.json at the start and the end.
+	Shard *Shard
 }
 
 // Run runs every pending cell of c (cells already done are kept: this is
@@ -105,18 +109,13 @@ func Run(ctx context.Context, c *reports.Campaign, o Options) error {
 		}
 		// An interrupted run proves nothing: its seed runs again (the
 		// run stays on record, superseded).
-		have := map[int64]bool{}
-		for _, run := range cell.Runs {
-			if !run.Interrupted {
-				have[run.Seed] = true
-			}
-		}
-		for k := 0; k < c.Runs; k++ {
-			if seed := c.Seed + int64(k); !have[seed] {
+		have := finishedSeeds(cell)
+		for _, seed := range r.seeds(cell) {
+			if !have[seed] {
 				r.jobs = append(r.jobs, job{cell: i, seed: seed})
 			}
 		}
-		if cell.Finished() >= c.Runs {
+		if r.complete(cell) {
 			cell.Status = reports.CellDone
 			cell.Summarize()
 		}
@@ -131,6 +130,12 @@ func Run(ctx context.Context, c *reports.Campaign, o Options) error {
 	r.prog = newProgress(o.Out, o.Live, c, len(r.jobs))
 	if err := r.save(); err != nil {
 		return err
+	}
+	if o.Shard != nil {
+		o.Shard.record(c)
+		if err := WriteShard(o.Dir, o.Shard); err != nil {
+			return err
+		}
 	}
 	r.prog.begin()
 	jobs := make(chan job)
@@ -165,7 +170,48 @@ feed:
 	if r.saveErr != nil {
 		return r.saveErr
 	}
+	if o.Shard != nil {
+		o.Shard.record(c)
+		if err := WriteShard(o.Dir, o.Shard); err != nil {
+			return err
+		}
+	}
 	return WriteReports(o.Dir, c)
+}
+
+// seeds are the seeds of cell's runs: Seed, Seed+1, ... for Runs runs, or
+// those of the cell in the shard.
+func (r *runner) seeds(cell *reports.Cell) []int64 {
+	if r.o.Shard != nil {
+		return r.o.Shard.seeds(cell.ID)
+	}
+	out := make([]int64, r.c.Runs)
+	for k := range out {
+		out[k] = r.c.Seed + int64(k)
+	}
+	return out
+}
+
+// finishedSeeds are the seeds of the runs of cell that ran their course.
+func finishedSeeds(cell *reports.Cell) map[int64]bool {
+	done := map[int64]bool{}
+	for _, run := range cell.Runs {
+		if !run.Interrupted {
+			done[run.Seed] = true
+		}
+	}
+	return done
+}
+
+// complete says whether every run of cell finished.
+func (r *runner) complete(cell *reports.Cell) bool {
+	done := finishedSeeds(cell)
+	for _, s := range r.seeds(cell) {
+		if !done[s] {
+			return false
+		}
+	}
+	return true
 }
 
 type job struct {
@@ -339,7 +385,7 @@ func (r *runner) do(ctx context.Context, j job) {
 	sort.SliceStable(cellp.Runs, func(a, b int) bool { return cellp.Runs[a].Seed < cellp.Runs[b].Seed })
 	if err != nil {
 		cellp.Status, cellp.Reason = reports.CellError, err.Error()
-	} else if cellp.Finished() >= r.c.Runs && cellp.Status == reports.CellPending {
+	} else if r.complete(cellp) && cellp.Status == reports.CellPending {
 		cellp.Status = reports.CellDone
 	}
 	r.c.StartupNs += run.StartupNs

@@ -75,14 +75,40 @@ func (s *sweep) dominates(a, b *config) bool {
 // has all of it (not incremental): each client's successful releases, and
 // which clients ever lose a release that names no known owner.
 type lookahead struct {
-	rels     map[int32][]int32 // client -> its successful releases (indices), by invocation
-	sorted   map[int32]bool    // whether those also come by return
-	refused  map[int32][]int32 // client -> its releases that failed "not-owner"
+	rels     map[int32]relList // client -> its successful releases (indices), by invocation
+	refused  map[int32][]int32 // client -> its releases that failed "not-owner" naming an owner no acquire carries
 	orphanIR map[int32]bool    // client -> it has a lost release naming no known owner
+	// The same successful releases indexed by the owner they name, so that
+	// a holder's matching release is found without scanning its client's
+	// every release (a lost acquire's holder matches only a few, and
+	// scanning them all made long histories quadratic): fresh, by client,
+	// those naming no owner or one no acquire carries (they can free a key
+	// of ownerFresh); none, by client, those naming no owner; byOwner, by
+	// owner id, those naming it.
+	fresh, none map[int32]relList
+	byOwner     map[int32]relList
+}
+
+// relList is a list of release indices by invocation; sorted says they
+// also come by return.
+type relList struct {
+	idx    []int32
+	sorted bool
+}
+
+func (l relList) add(ops []lockOp, k int32) relList {
+	if len(l.idx) == 0 {
+		l.sorted = true
+	} else if ops[l.idx[len(l.idx)-1]].ret > ops[k].ret {
+		l.sorted = false
+	}
+	l.idx = append(l.idx, k)
+	return l
 }
 
 func newLookahead(ops []lockOp, ow *owners) *lookahead {
-	la := &lookahead{rels: map[int32][]int32{}, sorted: map[int32]bool{}, refused: map[int32][]int32{}, orphanIR: map[int32]bool{}}
+	la := &lookahead{rels: map[int32]relList{}, refused: map[int32][]int32{}, orphanIR: map[int32]bool{},
+		fresh: map[int32]relList{}, none: map[int32]relList{}, byOwner: map[int32]relList{}}
 	for k := range ops {
 		op := &ops[k]
 		if op.kind != linRelease {
@@ -91,34 +117,51 @@ func newLookahead(ops []lockOp, ow *owners) *lookahead {
 		if op.out == outUnknown && !ow.isKnown(op.owner) {
 			la.orphanIR[op.client] = true
 		}
-		if op.out == outNotOwner {
+		if op.out == outNotOwner && !ow.isKnown(op.owner) {
+			// Only these can own a key of ownerFresh, the one phantom asks
+			// about.
 			la.refused[op.client] = append(la.refused[op.client], int32(k))
 		}
 		if op.out != outOK {
 			continue
 		}
-		rs := la.rels[op.client]
-		if len(rs) == 0 {
-			la.sorted[op.client] = true
-		} else if ops[rs[len(rs)-1]].ret > op.ret {
-			la.sorted[op.client] = false
+		la.rels[op.client] = la.rels[op.client].add(ops, int32(k))
+		if !ow.isKnown(op.owner) {
+			la.fresh[op.client] = la.fresh[op.client].add(ops, int32(k))
 		}
-		la.rels[op.client] = append(rs, int32(k))
+		if op.owner == 0 {
+			la.none[op.client] = la.none[op.client].add(ops, int32(k))
+		} else {
+			la.byOwner[op.owner] = la.byOwner[op.owner].add(ops, int32(k))
+		}
 	}
 	return la
 }
 
 // releaseAhead reports whether a successful release that can free held
 // state st (same client, matching owner) may still be placed (it returns
-// now or later) at a point no later than dl.
+// now or later) at a point no later than dl. It asks only the releases
+// that may match st's owner (lookahead): every release that owns st is in
+// the lists it scans, and it checks owns on each.
 func (s *sweep) releaseAhead(st lockState, dl int64) bool {
 	la := s.look
 	if la == nil {
 		return true
 	}
-	rs := la.rels[st.client]
+	switch {
+	case st.owner == ownerFresh:
+		return s.releaseIn(la.fresh[st.client], st, dl)
+	case st.owner > 0:
+		return s.releaseIn(la.byOwner[st.owner], st, dl) || s.releaseIn(la.none[st.client], st, dl)
+	}
+	return s.releaseIn(la.rels[st.client], st, dl)
+}
+
+// releaseIn is releaseAhead over the releases in l.
+func (s *sweep) releaseIn(l relList, st lockState, dl int64) bool {
+	rs := l.idx
 	k := 0
-	if la.sorted[st.client] {
+	if l.sorted {
 		k = sort.Search(len(rs), func(k int) bool { return s.ops[rs[k]].ret >= s.t })
 	}
 	for ; k < len(rs); k++ {
@@ -127,7 +170,7 @@ func (s *sweep) releaseAhead(st lockState, dl int64) bool {
 			continue // placed already
 		}
 		if r.call > dl {
-			if la.sorted[st.client] {
+			if l.sorted {
 				return false
 			}
 			continue

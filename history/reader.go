@@ -113,6 +113,11 @@ func Parse(r io.Reader) (*History, error) {
 			continue
 		}
 		var e Event
+		if decodeEventFast(b, &e) {
+			events = append(events, e)
+			continue
+		}
+		e = Event{}
 		if err := json.Unmarshal(b, &e); err != nil {
 			bad = fmt.Errorf("line %d: %w", line, err)
 			continue

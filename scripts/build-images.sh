@@ -16,6 +16,15 @@
 #   locktest/mariadb:bookworm    MariaDB 10.11: mariadbd, mariadb-install-db,
 #                                the mariadb, mariadb-dump and mariadb-admin
 #                                clients, and a mysql user
+#   locktest/locktest:bookworm   locktest itself (bin/locktest, built when Go
+#                                is here) with every server it starts and the
+#                                tools of its faults (install.sh's packages but
+#                                chromium and the Python clients), and
+#                                campaigns/*.yaml in its working directory, so
+#                                that any engine runs a shard of a campaign:
+#                                docker run --privileged locktest/locktest:bookworm
+#                                  campaign --config campaigns/nightly.yaml --shard 2/4
+#                                (not built unless named: ./scripts/build-images.sh locktest)
 #
 # The docker backend's commands are written for these (Debian's paths).
 # Use them with LOCKTEST_IMAGE_<KIND>=locktest/<kind>:bookworm (KIND redis,
@@ -78,7 +87,8 @@ build_image() {
   local name=$1; shift
   local image="locktest/$name:$TAG"
   local tree="$CACHE/tree-$name-$SUITE"
-  if [ "$FORCE" != 1 ] && docker image inspect "$image" >/dev/null 2>&1; then
+  # locktest's image takes the binary of now: always imported again.
+  if [ "$FORCE" != 1 ] && [ "$name" != locktest ] && docker image inspect "$image" >/dev/null 2>&1; then
     echo "$image exists (FORCE=1 rebuilds it)" >&2
     return
   fi
@@ -137,6 +147,14 @@ EOF
     mariadb)
       changes=(--change 'EXPOSE 3306')
       ;;
+    locktest)
+      install -D -m 0755 "$LOCKTEST_BIN" "$tree/usr/local/bin/locktest"
+      rm -rf "$tree/locktest"
+      mkdir -p "$tree/locktest/campaigns"
+      cp campaigns/*.yaml "$tree/locktest/campaigns/"
+      changes=(--change 'WORKDIR /locktest' --change 'ENV CI=true'
+        --change 'ENTRYPOINT ["/usr/local/bin/locktest"]' --change 'CMD ["--help"]')
+      ;;
   esac
   local old
   old=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
@@ -161,6 +179,18 @@ for w in "${want[@]}"; do
     zookeeper) build_image zookeeper libzookeeper-java default-jre-headless ;;
     etcd) build_image etcd etcd-server etcd-client ;;
     mariadb) build_image mariadb mariadb-server-core mariadb-client ;;
-    *) echo "build-images.sh: unknown image $w (known: redis zookeeper etcd mariadb)" >&2; exit 2 ;;
+    locktest)
+      cd "$(dirname "$0")/.."
+      LOCKTEST_BIN=${LOCKTEST_BIN:-bin/locktest}
+      if command -v go >/dev/null 2>&1; then
+        mkdir -p bin && go build -o bin/locktest ./cmd/locktest && LOCKTEST_BIN=bin/locktest
+      fi
+      if [ ! -x "$LOCKTEST_BIN" ]; then
+        echo "build-images.sh: no locktest binary ($LOCKTEST_BIN): install Go or set LOCKTEST_BIN" >&2
+        exit 2
+      fi
+      build_image locktest redis-server redis-sentinel redis-tools mariadb-server mariadb-client iproute2 iptables procps libfaketime zookeeper etcd-server etcd-client
+      ;;
+    *) echo "build-images.sh: unknown image $w (known: redis zookeeper etcd mariadb locktest)" >&2; exit 2 ;;
   esac
 done

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,6 +51,7 @@ type CampaignOptions struct {
 	Cluster        string
 	NoReuse        bool
 	StopEarly      bool
+	Shard          string
 	Fence, Wait    bool
 	Settings       campaigns.Settings
 	timeLimit, ttl time.Duration
@@ -107,8 +109,18 @@ servers in containers instead of host processes (the images of
 scripts/build-images.sh); a cell whose topology the docker backend does not
 run is n/a, and every cell is skipped when docker or its image is not here.
 
+--shard K/N runs shard K of N of the campaign: a share of its runs that
+depends on the plan alone (never on the machine), with the seeds the whole
+campaign would use; runs that can share a cluster stay in one shard. N
+shards (on N machines, CI jobs or pods) together run the campaign exactly
+once; each directory holds its runs, its reports and shard.json (the plan's
+identity, the version, K/N, the cells it ran and those it skipped, with
+why). locktest report --merge OUT DIR... makes one campaign of them.
+--resume DIR resumes a shard as the same shard.
+
 ` + campaignExitHelp,
 		Example: `  locktest campaign --locks all --nemeses all --time-limit 10s
+  locktest campaign --config campaigns/nightly.yaml --shard 2/4 --dir shard-2
   locktest campaign --config campaigns/nightly.yaml
   locktest campaign --locks all --nemeses none,pause --cluster docker
   locktest campaign --resume store/campaigns/20261122T020000`,
@@ -132,6 +144,7 @@ run is n/a, and every cell is skipped when docker or its image is not here.
 	fl.StringVar(&o.Cluster, "cluster", "local", "where every run starts its servers: local (processes on this host) or docker (containers; cells whose topology it does not run are n/a)")
 	fl.BoolVar(&o.NoReuse, "no-reuse", false, "start a cluster for every run instead of sharing started ones across cells")
 	fl.BoolVar(&o.StopEarly, "stop-early", true, "stop each run at its first certain violation (anomaly counts are then lower bounds); --stop-early=false runs full time limits (overrides stop_early in --config)")
+	fl.StringVar(&o.Shard, "shard", "", "run shard K of N of the campaign (e.g. 2/4): a share of its runs fixed by the plan alone, with the whole campaign's seeds; `locktest report --merge` makes one campaign of the N directories")
 	fl.BoolVar(&o.Fence, "fence", false, "with --locks: run every scheme with fencing tokens (schemes without them are refused)")
 	fl.BoolVar(&o.Wait, "wait", false, "with --locks: blocking acquires")
 	fl.DurationVar(&o.timeLimit, "time-limit", 30*time.Second, "how long each run's workload lasts")
@@ -175,11 +188,19 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 	if o.set("think") {
 		flags.Think = o.think
 	}
+	var k, n int
+	if o.Shard != "" {
+		var err error
+		if k, n, err = campaigns.ParseShard(o.Shard); err != nil {
+			return usageErr("%v", err)
+		}
+	}
 	env, err := probeCampaign(cmd.Context(), o.Cluster)
 	if err != nil {
 		return usageErr("--cluster: %v", err)
 	}
 	var camp *reports.Campaign
+	var shard *campaigns.Shard
 	dir := o.Dir
 	switch {
 	case o.Resume != "":
@@ -196,6 +217,19 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 		}
 		if o.set("stop-early") && o.StopEarly != camp.StopsEarly() {
 			return usageErr("resume: the campaign runs with --stop-early=%v, not %v", camp.StopsEarly(), o.StopEarly)
+		}
+		// A shard resumes as the shard it is.
+		shard, err = campaigns.LoadShard(dir)
+		switch {
+		case errors.Is(err, campaigns.ErrNotShard):
+			shard = nil
+			if o.Shard != "" {
+				return usageErr("resume: %s is a whole campaign, not shard %s", dir, o.Shard)
+			}
+		case err != nil:
+			return usageErr("resume: %v", err)
+		case o.Shard != "" && (shard.K != k || shard.N != n):
+			return usageErr("resume: %s is shard %s, not %s", dir, shard.Name(), o.Shard)
 		}
 	case o.Config != "":
 		cfg, err := campaigns.LoadConfig(o.Config)
@@ -231,14 +265,29 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 		camp.Runs, camp.Seed, camp.StopEarly = o.Runs, o.Seed, &o.StopEarly
 		camp.Name = "adhoc"
 	}
+	if o.Shard != "" && o.Resume == "" {
+		if camp, shard, err = campaigns.SplitShard(camp, k, n); err != nil {
+			return usageErr("%v", err)
+		}
+	}
 	if dir == "" {
 		dir = filepath.Join(o.Store, "campaigns", time.Now().Format("20060102T150405"))
+		if shard != nil {
+			dir += fmt.Sprintf("-shard%dof%d", shard.K, shard.N)
+		}
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "campaign directory: %s\n", dir)
+	if shard != nil {
+		runs := 0
+		for _, c := range shard.Cells {
+			runs += len(c.Seeds)
+		}
+		fmt.Fprintf(out, "shard %s of campaign plan %s: %d of %d cells, %d of %d runs\n", shard.Name(), shard.Plan, len(shard.Cells), shard.PlanCells, runs, shard.PlanRuns)
+	}
 	err = campaigns.Run(cmd.Context(), camp, campaigns.Options{
 		Dir: dir, Runner: campaignRunner, Parallel: o.Parallel, Out: out,
-		Live: !o.Quiet && isTerminal(out), Command: strings.Join(os.Args, " "), NoReuse: o.NoReuse,
+		Live: !o.Quiet && isTerminal(out), Command: strings.Join(os.Args, " "), NoReuse: o.NoReuse, Shard: shard,
 	})
 	if err != nil {
 		return exitCode{exitError, err}
