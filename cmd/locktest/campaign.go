@@ -144,7 +144,7 @@ why). locktest report --merge OUT DIR... makes one campaign of them.
 	fl.StringVar(&o.Cluster, "cluster", "local", "where every run starts its servers: local (processes on this host) or docker (containers; cells whose topology it does not run are n/a)")
 	fl.BoolVar(&o.NoReuse, "no-reuse", false, "start a cluster for every run instead of sharing started ones across cells")
 	fl.BoolVar(&o.StopEarly, "stop-early", true, "stop each run at its first certain violation (anomaly counts are then lower bounds); --stop-early=false runs full time limits (overrides stop_early in --config)")
-	fl.StringVar(&o.Shard, "shard", "", "run shard K of N of the campaign (e.g. 2/4): a share of its runs fixed by the plan alone, with the whole campaign's seeds; `locktest report --merge` makes one campaign of the N directories")
+	fl.StringVar(&o.Shard, "shard", "", "run shard K of N of the campaign (e.g. 2/4): a share of its runs fixed by the plan alone, with the whole campaign's seeds; 'locktest report --merge' makes one campaign of the N directories")
 	fl.BoolVar(&o.Fence, "fence", false, "with --locks: run every scheme with fencing tokens (schemes without them are refused)")
 	fl.BoolVar(&o.Wait, "wait", false, "with --locks: blocking acquires")
 	fl.DurationVar(&o.timeLimit, "time-limit", 30*time.Second, "how long each run's workload lasts")
