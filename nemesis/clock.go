@@ -65,10 +65,7 @@ func (*clock) Run(ctx context.Context, env *Env) error {
 	case <-ctx.Done():
 	case <-c.failed: // no need to wait for the time limit
 	}
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	c.wg.Wait()
+	shut(&c.mu, &c.closed, &c.wg)
 	return c.fatal
 }
 

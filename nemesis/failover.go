@@ -73,10 +73,7 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 	f.next = time.Now().Add(between(f.r, 500*time.Millisecond, time.Second))
 	env.Workload.OnAcquire(f.strike)
 	<-ctx.Done()
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
-	f.wg.Wait()
+	shut(&f.mu, &f.closed, &f.wg)
 	return f.firstErr
 }
 

@@ -129,10 +129,7 @@ func (f *clientFault) run() error {
 		f.env.Workload.OnInvoke(f.waiting)
 	}
 	<-f.ctx.Done()
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
-	f.wg.Wait()
+	shut(&f.mu, &f.closed, &f.wg)
 	return nil
 }
 

@@ -453,3 +453,13 @@ func checkFailover(v string) error {
 	}
 	return nil
 }
+
+// shut ends a fault's run once its context is done: it marks the run
+// closed under mu, so that no new strike begins, and waits for the strikes
+// under way (each healed before it calls wg.Done).
+func shut(mu *sync.Mutex, closed *bool, wg *sync.WaitGroup) {
+	mu.Lock()
+	*closed = true
+	mu.Unlock()
+	wg.Wait()
+}

@@ -403,10 +403,7 @@ func (p *partitioner) drawTimed(shapes []string) (shape string, a, b []*netns.Ho
 // returns the partition that did not take effect, if one did not.
 func (p *partitioner) finish() error {
 	<-p.ctx.Done()
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.wg.Wait()
+	shut(&p.mu, &p.closed, &p.wg)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.fatal
