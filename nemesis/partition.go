@@ -280,10 +280,7 @@ func (p *partitioner) loseReply(proc *workloads.Process, op history.Op) {
 	}
 	end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-reply for %s", d.Round(time.Millisecond)))
 	if err != nil {
-		// (Once: the fault ends here.)
-		_ = env.Net.Heal(context.Background())
-		end("failed: " + err.Error())
-		p.done()
+		p.abortReplies(end, err) // (once: the fault ends here)
 		return
 	}
 	// (The probe's SYN goes through, the answer must not.)
@@ -304,9 +301,7 @@ func (p *partitioner) loseRenewals(proc *workloads.Process) {
 	}
 	end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-renewal for %s", d.Round(time.Millisecond)))
 	if err := p.cutReplies(proc); err != nil {
-		_ = env.Net.Heal(context.Background())
-		end("failed: " + err.Error())
-		p.done()
+		p.abortReplies(end, err)
 		return
 	}
 	p.hold(end, clientPairs(proc.Host, p.servers), d)
@@ -323,6 +318,14 @@ func (p *partitioner) replyDue(lo, hi float64) (time.Duration, bool) {
 	d := scaled(p.r, p.env.TTL, lo, hi)
 	p.nextReply = time.Now().Add(d + scaled(p.r, p.env.TTL, 1, 2))
 	return d, true
+}
+
+// abortReplies ends a cut of the servers' answers whose rules did not all
+// go in: it heals what went in, ends the fault as failed and frees the slot.
+func (p *partitioner) abortReplies(end func(string), err error) {
+	_ = p.env.Net.Heal(context.Background())
+	end("failed: " + err.Error())
+	p.done()
 }
 
 // cutReplies drops every server's answers to proc.
