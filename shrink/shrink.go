@@ -178,6 +178,7 @@ func (s *shrinker) confirm() {
 	}
 	s.step = StepConfirm
 	c := &Candidate{N: len(s.rep.Candidates) + 1, Step: StepConfirm, Change: fmt.Sprintf("%d runs of the result", s.o.Confirm), Config: s.best}
+	fmt.Fprintf(s.o.Progress, "[%d] %s: %s (%s left)\n", c.N, c.Step, c.Change, s.left().Round(time.Second))
 	for i := 0; i < s.o.Confirm; i++ {
 		t, err := s.try(c, i+1, 0)
 		if err != nil {

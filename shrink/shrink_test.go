@@ -31,6 +31,7 @@ type stubRunner struct {
 	cancel    context.CancelFunc
 	noFault   bool // the violation needs no fault at all
 	configs   []Config
+	dir       string // every run's directory ("": runs/NAME)
 }
 
 const minLength = time.Second
@@ -79,7 +80,11 @@ func (r *stubRunner) Run(ctx context.Context, c Config, name string) (RunResult,
 	}
 	res.Counts.DurationNs = int64(took)
 	*r.clock = r.clock.Add(took + time.Second)
-	return RunResult{Dir: "runs/" + name, Result: res, Faults: faults}, nil
+	dir := "runs/" + name
+	if r.dir != "" {
+		dir = r.dir
+	}
+	return RunResult{Dir: dir, Result: res, Faults: faults}, nil
 }
 
 func original(t *testing.T, withSchedule bool) Original {
