@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/nemesis"
 )
 
 // Config is what one candidate changes of the run being shrunk: the
@@ -48,6 +49,32 @@ func (c *Config) describe() {
 	for _, f := range c.Schedule.Faults {
 		c.Faults = append(c.Faults, f.Describe())
 	}
+}
+
+// dropOrphanParams removes the --param settings of the faults c no longer
+// injects (the harness refuses a --param of a fault the run does not
+// inject), and says which it removed.
+func (c *Config) dropOrphanParams() []string {
+	var gone []string
+	for _, k := range slices.Sorted(maps.Keys(c.Params)) {
+		if f, ok := nemesis.ParamFault(k); ok && !slices.Contains(c.Nemeses, f) {
+			delete(c.Params, k)
+			gone = append(gone, k)
+		}
+	}
+	return gone
+}
+
+// withNemeses is c with only the faults names, and without the --param
+// settings of the others; change says so in words.
+func (c Config) withNemeses(names []string) (out Config, change string) {
+	out = c.Clone()
+	out.Nemeses = names
+	change = fmt.Sprintf("--nemesis %s -> %s", c.NemesisFlag(), out.NemesisFlag())
+	if gone := out.dropOrphanParams(); len(gone) > 0 {
+		change += fmt.Sprintf(" (and their --param %s)", strings.Join(gone, ", "))
+	}
+	return out, change
 }
 
 // NemesisFlag is the value of --nemesis for c.

@@ -396,9 +396,8 @@ func (s *shrinker) faults() error {
 	}
 	kept := slices.DeleteFunc(slices.Clone(s.best.Nemeses), func(n string) bool { return !slices.Contains(used, n) })
 	if len(kept) < len(s.best.Nemeses) {
-		c := s.best.Clone()
-		c.Nemeses = kept
-		_, err = s.evaluate(StepNemeses, fmt.Sprintf("--nemesis %s -> %s (the faults left)", s.best.NemesisFlag(), c.NemesisFlag()), c)
+		c, change := s.best.withNemeses(kept)
+		_, err = s.evaluate(StepNemeses, change+", the faults left", c)
 	}
 	return err
 }
@@ -418,15 +417,15 @@ func (s *shrinker) nemeses() error {
 		return nil
 	}
 	names := slices.Clone(s.best.Nemeses)
+	start := s.best
 	_, err := DDMin(len(names), func(keep []int) (bool, error) {
-		c := s.best.Clone()
-		c.Nemeses = pick(names, keep)
-		return s.evaluate(StepNemeses, fmt.Sprintf("--nemesis %s -> %s", nemesisFlag(names), c.NemesisFlag()), c)
+		// From the configuration the step started with: a kept candidate
+		// dropped the --param settings of the names it dropped.
+		c, change := start.withNemeses(pick(names, keep))
+		return s.evaluate(StepNemeses, change, c)
 	})
 	return err
 }
-
-func nemesisFlag(names []string) string { return Config{Nemeses: names}.NemesisFlag() }
 
 func pick[T any](xs []T, keep []int) []T {
 	out := make([]T, 0, len(keep))

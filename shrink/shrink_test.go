@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/nemesis"
 )
 
 // stubRunner decides from a candidate's configuration alone whether its
@@ -43,6 +45,13 @@ func (r *stubRunner) Run(ctx context.Context, c Config, name string) (RunResult,
 	r.configs = append(r.configs, c)
 	if r.runs == r.cancelAt {
 		r.cancel()
+	}
+	for k := range c.Params {
+		// As the harness: a --param of a fault the run does not inject is
+		// a usage error.
+		if f, ok := nemesis.ParamFault(k); ok && !slices.Contains(c.Nemeses, f) {
+			return RunResult{}, InvalidError{fmt.Errorf("--param %s sets the %s fault, which this run does not inject", k, f)}
+		}
 	}
 	violation := faultStart(3) + int64(1100*time.Millisecond)
 	var faults []history.Fault
@@ -89,7 +98,7 @@ func (r *stubRunner) Run(ctx context.Context, c Config, name string) (RunResult,
 
 func original(t *testing.T, withSchedule bool) Original {
 	t.Helper()
-	c := Config{Nemeses: []string{"kill", "partition", "pause"}, Clients: 5, TimeLimit: 30 * time.Second, Params: map[string]string{"kill": "leader", "partition": "isolate-holder"}}
+	c := Config{Nemeses: []string{"kill", "partition", "pause"}, Clients: 5, TimeLimit: 30 * time.Second, Params: map[string]string{"kill": "leader", "partition": "isolate-holder", "keep_datadir": "true"}}
 	if withSchedule {
 		s, err := LoadSchedule(filepath.Join("testdata", "schedule.json"))
 		require.NoError(t, err)
@@ -176,6 +185,17 @@ func TestShrinkWithoutSchedule(t *testing.T) {
 	require.Equal(t, []string{"pause"}, rep.Minimal.Nemeses)
 	require.Equal(t, 2, rep.Minimal.Clients)
 	require.Nil(t, rep.Minimal.Schedule)
+	require.Empty(t, rep.Minimal.Params)
+	// Dropping a fault drops its --param (the harness refuses a --param of
+	// a fault it does not inject): no candidate was refused.
+	dropped := false
+	for _, c := range rep.Candidates {
+		require.NotEqual(t, Invalid, c.Outcome, c.Change)
+		if c.Kept && strings.Contains(c.Change, "(and their --param kill, partition)") {
+			dropped = true
+		}
+	}
+	require.True(t, dropped, "a kept candidate dropped kill and partition with their --params")
 	require.Equal(t, 5, rep.Rate.Reproduced)
 }
 
