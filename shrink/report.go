@@ -199,13 +199,9 @@ func (r *Report) Write(dir string) error {
 
 // LoadReport reads dir/shrink.json.
 func LoadReport(dir string) (*Report, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		return nil, err
-	}
 	var r Report
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", ReportFile, err)
+	if err := readJSON(filepath.Join(dir, ReportFile), &r); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }

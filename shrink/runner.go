@@ -68,12 +68,16 @@ func LoadOriginal(dir string) (orig Original, base harness.Options, note string,
 	return orig, base, note, nil
 }
 
+// readJSON reads the JSON file path into v.
 func readJSON(path string, v any) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	return json.Unmarshal(b, v)
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // HarnessRunner runs candidates with harness.Run in this process, on real

@@ -30,13 +30,9 @@ type Fault struct {
 
 // LoadSchedule reads a schedule file.
 func LoadSchedule(path string) (*Schedule, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	var s Schedule
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if err := readJSON(path, &s); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }

@@ -62,10 +62,10 @@ func runCampaignCmd(t *testing.T, args ...string) (int, string) {
 	return code, out.String()
 }
 
-// TestCampaignExitCodeFlips: the same config exits 0 while every cell
-// matches its expectation and 1 as soon as one verdict contradicts it, in
-// either direction; a harness error is 2.
-func TestCampaignExitCodeFlips(t *testing.T) {
+// writeThreeCells writes a campaign config of three cells, one expected
+// safe, one unsafe, one either, and returns its path.
+func writeThreeCells(t *testing.T) string {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(`name: t
 defaults: {time_limit: 1s}
@@ -75,6 +75,14 @@ cells:
   - lock: redis-setnx
     expect: {crash-client: either}
 `), 0o644))
+	return cfg
+}
+
+// TestCampaignExitCodeFlips: the same config exits 0 while every cell
+// matches its expectation and 1 as soon as one verdict contradicts it, in
+// either direction; a harness error is 2.
+func TestCampaignExitCodeFlips(t *testing.T) {
+	cfg := writeThreeCells(t)
 	base := map[string]checker.Verdict{"redis-lua/none": checker.Safe, "redis-lua/pause": checker.Unsafe, "redis-setnx/crash-client": checker.Unsafe}
 	cases := []struct {
 		name   string
@@ -380,15 +388,7 @@ func TestCampaignConfigExpectsNA(t *testing.T) {
 // being expected to be, each within the budget, into DIR/shrink/<cell>;
 // cells expected unsafe (or either) are left alone.
 func TestCampaignShrink(t *testing.T) {
-	cfg := filepath.Join(t.TempDir(), "c.yaml")
-	require.NoError(t, os.WriteFile(cfg, []byte(`name: t
-defaults: {time_limit: 1s}
-cells:
-  - lock: redis-lua
-    expect: {none: safe, pause: unsafe}
-  - lock: redis-setnx
-    expect: {crash-client: either}
-`), 0o644))
+	cfg := writeThreeCells(t)
 	origRunner, origShrink := campaignRunner, campaignShrink
 	t.Cleanup(func() { campaignRunner, campaignShrink = origRunner, origShrink })
 	campaignRunner = fakeRunner{map[string]checker.Verdict{"redis-lua/none": checker.Unsafe, "redis-lua/pause": checker.Unsafe,
