@@ -1,7 +1,10 @@
 package shrink
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/checker"
@@ -21,6 +24,29 @@ func (p Property) String() string {
 		return string(p.Kind)
 	}
 	return fmt.Sprintf("%s (%s)", p.Kind, p.Cause)
+}
+
+// ParseProperty reads KIND or KIND:CAUSE ("double-holder:lease-expired").
+func ParseProperty(s string) (Property, error) {
+	kind, cause, _ := strings.Cut(strings.TrimSpace(s), ":")
+	if kind == "" {
+		return Property{}, fmt.Errorf("property %q: want KIND or KIND:CAUSE, e.g. double-holder:lease-expired", s)
+	}
+	return Property{Kind: checker.Kind(kind), Cause: checker.Cause(cause)}, nil
+}
+
+// Violations lists the properties r's violations break, in the order of
+// their first violation.
+func Violations(r *checker.Result) []string {
+	var out []string
+	as := slices.Clone(r.Anomalies)
+	slices.SortStableFunc(as, func(a, b checker.Anomaly) int { return cmp.Compare(a.Start, b.Start) })
+	for _, a := range as {
+		if a.Severity == checker.SeverityViolation {
+			out = appendOnce(out, Property{a.Kind, a.Cause}.String())
+		}
+	}
+	return out
 }
 
 // Target is the property of a result's first violation (the earliest

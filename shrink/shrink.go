@@ -56,6 +56,9 @@ type Options struct {
 	Budget  time.Duration // the whole search, confirmation included
 	Tries   int           // runs of a candidate before it counts as not reproducing
 	Confirm int           // runs of the result for its reproduction rate
+	// Property is the property to shrink for; nil: that of the original's
+	// first violation (Target).
+	Property *Property
 	// MinClients is the fewest clients tried (2: a double holder needs two).
 	MinClients int
 	// Progress receives a line per run and per candidate (nil: none).
@@ -91,8 +94,12 @@ type shrinker struct {
 // nothing to shrink (no violation).
 func Shrink(ctx context.Context, r Runner, orig Original, o Options) (*Report, error) {
 	prop, first, ok := Target(orig.Result)
+	if o.Property != nil {
+		prop = *o.Property
+		first, ok = prop.Match(orig.Result)
+	}
 	if !ok {
-		return nil, fmt.Errorf("%s has no violation to shrink (verdict %s)", orig.Dir, orig.Result.Verdict)
+		return nil, fmt.Errorf("%s has no violation %s to shrink (it has: %v)", orig.Dir, prop, Violations(orig.Result))
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -364,7 +371,7 @@ func (s *shrinker) beforeViolation() []int {
 	for _, f := range s.orig.Faults {
 		start[f.ID] = f.Start
 	}
-	_, first, _ := Target(s.orig.Result)
+	first, _ := s.prop.Match(s.orig.Result)
 	var keep []int
 	for i, f := range s.best.Schedule.Faults {
 		t, known := start[f.ID()]

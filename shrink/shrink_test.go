@@ -291,3 +291,18 @@ func TestScheduleKeepsUnknownFields(t *testing.T) {
 	d, _ = s.Faults[2].Length()
 	require.Equal(t, 3*time.Second, d)
 }
+
+// --property picks another violation of the original than its first.
+func TestShrinkChosenProperty(t *testing.T) {
+	r, o := newStub(t)
+	o.Property = &Property{Kind: checker.KindLostUpdate}
+	rep, err := Shrink(context.Background(), r, original(t, false), o)
+	require.NoError(t, err)
+	require.Equal(t, Property{Kind: checker.KindLostUpdate}, rep.Property)
+	require.Equal(t, StoppedDone, rep.Stopped)
+	require.Equal(t, 2, rep.Minimal.Clients)
+
+	o.Property = &Property{Kind: checker.KindForeignRelease}
+	_, err = Shrink(context.Background(), r, original(t, false), o)
+	require.ErrorContains(t, err, "has no violation foreign-release to shrink (it has: [double-holder (lease-expired) lost-update])")
+}

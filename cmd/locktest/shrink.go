@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,6 +33,7 @@ type ShrinkOptions struct {
 	Confirm    int
 	MinClients int
 	Out        string
+	Property   string // KIND[:CAUSE]; "" the first violation's
 }
 
 func (o *ShrinkOptions) addFlags(c *cobra.Command) {
@@ -40,6 +42,7 @@ func (o *ShrinkOptions) addFlags(c *cobra.Command) {
 	fl.IntVar(&o.Tries, "tries", 3, "runs of a candidate before it counts as not reproducing (thread timing is not seeded)")
 	fl.IntVar(&o.Confirm, "confirm", 5, "runs of the result that measure its reproduction rate")
 	fl.IntVar(&o.MinClients, "min-clients", 2, "fewest clients tried")
+	fl.StringVar(&o.Property, "property", "", "the violation to keep, `KIND[:CAUSE]` (e.g. double-holder:lease-expired; default: the run's first violation)")
 	fl.StringVar(&o.Out, "out", "", "shrink directory (default RUN_DIR/shrink, or shrink-2... when taken)")
 }
 
@@ -132,6 +135,18 @@ func shrinkRun(ctx context.Context, dir string, o *ShrinkOptions, out io.Writer)
 	if err != nil {
 		return nil, "", err
 	}
+	prop, _, _ := shrink.Target(orig.Result)
+	var chosen *shrink.Property
+	if o.Property != "" {
+		p, err := shrink.ParseProperty(o.Property)
+		if err != nil {
+			return nil, "", shrink.UsageError{Err: fmt.Errorf("--property: %w", err)}
+		}
+		if _, ok := p.Match(orig.Result); !ok {
+			return nil, "", shrink.UsageError{Err: fmt.Errorf("--property %s: %s has no such violation (it has: %s)", o.Property, dir, strings.Join(shrink.Violations(orig.Result), ", "))}
+		}
+		prop, chosen = p, &p
+	}
 	outDir, err := shrinkDir(dir, o.Out)
 	if err != nil {
 		return nil, "", err
@@ -140,14 +155,13 @@ func shrinkRun(ctx context.Context, dir string, o *ShrinkOptions, out io.Writer)
 	pool := harness.NewPool(filepath.Join(outDir, shrink.ClustersDir))
 	defer pool.Close()
 	runner := &shrink.HarnessRunner{Base: base, Dir: outDir, Pool: pool}
-	prop, _, _ := shrink.Target(orig.Result)
 	fmt.Fprintf(out, "shrinking %s: %s, %s; budget %s, %d tries per candidate\nshrink directory: %s\n", dir, prop, orig.Config.Summary(), o.Budget, o.Tries, outDir)
 	if note != "" {
 		fmt.Fprintf(out, "note: %s\n", note)
 	}
 	save := func(r *shrink.Report) { _ = r.Write(outDir) }
 	rep, err := shrink.Shrink(ctx, runner, orig, shrink.Options{Budget: o.Budget, Tries: o.Tries, Confirm: o.Confirm,
-		MinClients: o.MinClients, Progress: out, Save: save})
+		MinClients: o.MinClients, Property: chosen, Progress: out, Save: save})
 	if err != nil {
 		return nil, outDir, err
 	}

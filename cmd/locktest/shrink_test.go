@@ -34,6 +34,8 @@ func checkedRun(t *testing.T, history string) string {
 func TestShrinkBadInput(t *testing.T) {
 	safe := checkedRun(t, "good-mutex.jsonl")
 	unsafe := checkedRun(t, "bad-lease-pause.jsonl") // no config.json: cannot be run again
+	configured := checkedRun(t, "bad-lease-pause.jsonl")
+	require.NoError(t, os.WriteFile(filepath.Join(configured, "config.json"), []byte(`{"options": {"lock": "redis-lua", "nemesis": "pause", "clients": 3, "time_limit": 6000000000}}`), 0o644))
 	cases := []struct {
 		name string
 		args []string
@@ -46,6 +48,8 @@ func TestShrinkBadInput(t *testing.T) {
 		{"budget zero", []string{unsafe, "--budget", "0s"}, "--budget must be a positive duration"},
 		{"no tries", []string{unsafe, "--tries", "0"}, "--tries must be 1..20"},
 		{"no config", []string{unsafe}, "has no readable config.json"},
+		{"property not in the run", []string{configured, "--property", "foreign-release"}, "--property foreign-release: " + configured + " has no such violation (it has: double-holder (lease-expired), lost-update)"},
+		{"property of another cause", []string{configured, "--property", "double-holder:lease-broken"}, "has no such violation"},
 		{"no run dir", nil, "accepts 1 arg(s), received 0"},
 	}
 	for _, tc := range cases {
@@ -58,7 +62,7 @@ func TestShrinkBadInput(t *testing.T) {
 			require.Contains(t, lines[0], tc.want)
 		})
 	}
-	for _, dir := range []string{safe, unsafe} {
+	for _, dir := range []string{safe, unsafe, configured} {
 		_, err := os.Stat(filepath.Join(dir, "shrink"))
 		require.True(t, os.IsNotExist(err), "a refused shrink leaves no directory")
 	}
