@@ -97,7 +97,7 @@ func faultBefore(faults []history.Fault, t int64) (history.Fault, bool) {
 
 // TryOf is what one run of a candidate says about property p: its
 // verdict, whether it broke p, when, and how long after the fault that
-// came last before it. faults are the run's faults (history.Faults).
+// came last before it (or within it). faults are the run's faults (history.Faults).
 func TryOf(p Property, dir string, r *checker.Result, faults []history.Fault, wall time.Duration) Try {
 	t := Try{Dir: dir, Verdict: r.Verdict, FirstViolationNs: -1, AfterFaultNs: -1, DurationNs: r.Counts.DurationNs, WallNs: int64(wall),
 		Interrupted: r.Interrupted || r.CheckInterrupted}
@@ -112,8 +112,12 @@ func TryOf(p Property, dir string, r *checker.Result, faults []history.Fault, wa
 	}
 	t.Reproduced = true
 	t.FirstViolationNs = a.Start
-	if f, ok := faultBefore(faults, a.Start); ok {
-		t.AfterFaultNs = a.Start - f.Start
+	// The fault that led to it may begin inside the anomaly's window (a
+	// kill right after the grant that opens a non-linearizable window):
+	// the last fault begun by the anomaly's end, at 0 when it began after
+	// the anomaly's start.
+	if f, ok := faultBefore(faults, max(a.End, a.Start)); ok {
+		t.AfterFaultNs = max(a.Start-f.Start, 0)
 		t.Fault = f.Name
 	}
 	return t
