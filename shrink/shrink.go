@@ -339,14 +339,22 @@ func outcomeOf(err error) Outcome {
 	return NotReproduced
 }
 
-// baseline reruns the original cut at its first violation: --stop-early,
-// and without the scheduled faults that came after it or never fired.
+// baseline reruns the original cut at its first violation: --stop-early
+// (when the property is that of the run's first violation), and without
+// the scheduled faults that came after it or never fired.
 // When even that never breaks the property the search ends there.
 func (s *shrinker) baseline() (bool, error) {
 	c := s.best.Clone()
-	c.StopEarly = true
 	change := "the original as recorded"
-	if !s.best.StopEarly {
+	// --stop-early ends a run at its first violation of any kind: it cuts
+	// at the property only when that is the original's first.
+	first, _, _ := Target(s.orig.Result)
+	switch {
+	case first != s.prop:
+		c.StopEarly = false
+		change = fmt.Sprintf("without --stop-early (%s is not the run's first violation: %s is)", s.prop, first)
+	case !s.best.StopEarly:
+		c.StopEarly = true
 		change = "--stop-early: end at the first violation"
 	}
 	if c.Schedule != nil {

@@ -301,6 +301,8 @@ func TestShrinkChosenProperty(t *testing.T) {
 	require.Equal(t, Property{Kind: checker.KindLostUpdate}, rep.Property)
 	require.Equal(t, StoppedDone, rep.Stopped)
 	require.Equal(t, 2, rep.Minimal.Clients)
+	require.False(t, rep.Minimal.StopEarly, "--stop-early would end the runs at the double holder that comes first")
+	require.Contains(t, rep.Candidates[0].Change, "without --stop-early")
 
 	o.Property = &Property{Kind: checker.KindForeignRelease}
 	_, err = Shrink(context.Background(), r, original(t, false), o)
