@@ -94,7 +94,8 @@ func TestWriteOutputs(t *testing.T) {
 	require.NotContains(t, p, "http", "the page loads nothing")
 }
 
-// The witness keeps the anomaly's own operations and drops failed tries.
+// The witness keeps the anomaly's own operations, drops failed tries and
+// shows when each client believed it held the lock.
 func TestWitnessOf(t *testing.T) {
 	dir := t.TempDir()
 	minimalRun(t, dir)
@@ -119,4 +120,13 @@ func TestWitnessOf(t *testing.T) {
 	}
 	require.Equal(t, len(a.Ops), own)
 	require.Len(t, w.Faults, 1)
+	// A double holder: both clients believed they held the lock when it
+	// began.
+	for _, row := range w.Rows {
+		covered := false
+		for _, hd := range row.Holds {
+			covered = covered || hd.X <= w.Anomaly.X && hd.X+hd.W >= w.Anomaly.X
+		}
+		require.True(t, covered, "%s holds %v, anomaly at x=%v", row.Label, row.Holds, w.Anomaly.X)
+	}
 }

@@ -34,6 +34,7 @@ type witnessRow struct {
 	Label string
 	Y     int
 	Bars  []witnessBar
+	Holds []witnessBar // when the client believed it held the lock
 }
 
 type witnessBar struct {
@@ -77,6 +78,7 @@ func witnessOf(h *history.History, a checker.Anomaly) witnessView {
 		return math.Round(10*(witnessLabelW+float64(t-from)/float64(to-from)*(witnessWidth-witnessLabelW-10))) / 10
 	}
 	v := witnessView{Width: witnessWidth, From: secs(from), To: secs(to)}
+	var mine []witnessBar
 	for i, c := range a.Clients {
 		row := witnessRow{Label: fmt.Sprintf("client %d", c), Y: witnessTop + i*witnessRowH}
 		n := 0
@@ -95,8 +97,20 @@ func witnessOf(h *history.History, a checker.Anomaly) witnessView {
 			if own[op.OpID] {
 				cls = "own"
 			}
-			row.Bars = append(row.Bars, witnessBar{X: x(op.Call), W: span(x(finite(op)), x(op.Call)), Y: row.Y, Class: cls,
-				Label: fmt.Sprintf("%s %s, %s-%s s", op.Op, op.Type, secs(op.Call), secs(finite(op)))})
+			bar := witnessBar{X: x(op.Call), W: span(x(finite(op)), x(op.Call)), Y: row.Y, Class: cls,
+				Label: fmt.Sprintf("%s %s, %s-%s s", op.Op, op.Type, secs(op.Call), secs(finite(op)))}
+			if own[op.OpID] {
+				bar.W = max(bar.W, 5)
+				mine = append(mine, bar) // drawn last, on top
+				continue
+			}
+			row.Bars = append(row.Bars, bar)
+		}
+		row.Bars = append(row.Bars, mine...)
+		mine = nil
+		for _, hd := range holdsOf(h, c, from, to) {
+			row.Holds = append(row.Holds, witnessBar{X: x(hd[0]), W: span(x(hd[1]), x(hd[0])), Y: row.Y, Class: "hold",
+				Label: fmt.Sprintf("client %d believed it held the lock, %s-%s s", c, secs(hd[0]), secs(hd[1]))})
 		}
 		v.Rows = append(v.Rows, row)
 	}
@@ -134,3 +148,34 @@ func secs(ns int64) string { return fmt.Sprintf("%.2f", time.Duration(ns).Second
 
 // span is the width of a bar from x0 to x1, at least 2 units to be seen.
 func span(x1, x0 float64) float64 { return max(math.Round(10*(x1-x0))/10, 2) }
+
+// holdsOf are the spans in [from, to] during which client c believed it
+// held the lock: from a successful acquire's return to its next release's
+// call (or its process's end, or to).
+func holdsOf(h *history.History, c int, from, to int64) [][2]int64 {
+	var out [][2]int64
+	start := int64(-1)
+	for _, op := range h.Ops {
+		if op.Client != c {
+			continue
+		}
+		switch {
+		case op.Op == history.Acquire && op.Type == history.OK && start < 0:
+			start = op.Return
+		case op.Op == history.Release && start >= 0:
+			out = appendSpan(out, start, op.Call, from, to)
+			start = -1
+		}
+	}
+	if start >= 0 {
+		out = appendSpan(out, start, min(h.ClientEnd(c), to), from, to)
+	}
+	return out
+}
+
+func appendSpan(out [][2]int64, a, b, from, to int64) [][2]int64 {
+	if b < from || a > to {
+		return out
+	}
+	return append(out, [2]int64{max(a, from), min(b, to)})
+}
