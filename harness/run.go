@@ -446,6 +446,9 @@ func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool)
 	if out != nil {
 		reports.WriteSummary(out, h, &res, isTerminal(out) && !quiet)
 		fmt.Fprintf(out, "report: %s\n", filepath.Join(dir, "report.html"))
+		if res.Verdict == checker.Unsafe {
+			fmt.Fprintf(out, "shrink this run: %s\n", reports.ShrinkCommand(dir))
+		}
 	}
 	return &res, nil
 }

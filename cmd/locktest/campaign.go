@@ -54,6 +54,10 @@ type CampaignOptions struct {
 	Shard          string
 	Fence, Wait    bool
 	Settings       campaigns.Settings
+	// Shrink: shrink every cell unsafe without being expected to be
+	// (locktest shrink), each within ShrinkOpts.Budget.
+	Shrink         bool
+	ShrinkOpts     ShrinkOptions
 	timeLimit, ttl time.Duration
 	clients        int
 	hold, think    string
@@ -118,6 +122,11 @@ identity, the version, K/N, the cells it ran and those it skipped, with
 why). locktest report --merge OUT DIR... makes one campaign of them.
 --resume DIR resumes a shard as the same shard.
 
+--shrink, once the matrix is done, shrinks every cell that is unsafe
+without being expected to be (its expectation safe, or none) with
+locktest shrink: its first unsafe run, within --shrink-budget per cell,
+into DIR/shrink/<cell> (repro.sh, shrink.json, shrink.html).
+
 ` + campaignExitHelp,
 		Example: `  locktest campaign --locks all --nemeses all --time-limit 10s
   locktest campaign --config campaigns/nightly.yaml --shard 2/4 --dir shard-2
@@ -147,6 +156,9 @@ why). locktest report --merge OUT DIR... makes one campaign of them.
 	fl.StringVar(&o.Shard, "shard", "", "run shard K of N of the campaign (e.g. 2/4): a share of its runs fixed by the plan alone, with the whole campaign's seeds; 'locktest report --merge' makes one campaign of the N directories")
 	fl.BoolVar(&o.Fence, "fence", false, "with --locks: run every scheme with fencing tokens (schemes without them are refused)")
 	fl.BoolVar(&o.Wait, "wait", false, "with --locks: blocking acquires")
+	fl.BoolVar(&o.Shrink, "shrink", false, "at the end, shrink every cell that is unsafe without being expected to be (locktest shrink) into DIR/shrink/<cell>")
+	fl.DurationVar(&o.ShrinkOpts.Budget, "shrink-budget", 3*time.Minute, "with --shrink: the time each cell's shrink may take")
+	fl.IntVar(&o.ShrinkOpts.Tries, "shrink-tries", 2, "with --shrink: runs of a candidate before it counts as not reproducing")
 	fl.DurationVar(&o.timeLimit, "time-limit", 30*time.Second, "how long each run's workload lasts")
 	fl.DurationVar(&o.ttl, "ttl", time.Second, "lease TTL")
 	fl.IntVar(&o.clients, "clients", 5, "client processes per run")
@@ -171,6 +183,10 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 	}
 	if o.Runs < 1 || o.Runs > 100 {
 		return usageErr("--runs must be 1..100 (got %d)", o.Runs)
+	}
+	o.ShrinkOpts.Confirm, o.ShrinkOpts.MinClients = 3, 2
+	if err := o.ShrinkOpts.check(); o.Shrink && err != nil {
+		return usageErr("--shrink: %v", err)
 	}
 	flags := campaigns.Settings{}
 	if o.set("time-limit") {
@@ -294,6 +310,9 @@ func runCampaign(cmd *cobra.Command, o *CampaignOptions) error {
 	}
 	fmt.Fprintf(out, "report: %s\n", filepath.Join(dir, campaigns.IndexFile))
 	printCampaignTotals(cmd, camp)
+	if o.Shrink && !camp.Interrupted {
+		shrinkCells(cmd.Context(), dir, camp, o.ShrinkOpts, out)
+	}
 	if camp.Interrupted {
 		fmt.Fprintf(cmd.ErrOrStderr(), "locktest: interrupted; finished cells kept; go on with `locktest campaign --resume %s`\n", dir)
 		return exitCode{code: exitInterrupted}

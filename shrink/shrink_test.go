@@ -1,0 +1,310 @@
+package shrink
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/nemesis"
+)
+
+// stubRunner decides from a candidate's configuration alone whether its
+// run breaks the property, as a lock under one pause would: the pause
+// with fault_id 3 (starting 3 s in) must be scheduled, last at least
+// minLength, with at least two clients and a run long enough to reach
+// the violation 1.1 s after it. Each run costs the fake clock the time it
+// would take.
+type stubRunner struct {
+	t         *testing.T
+	clock     *time.Time
+	runs      int
+	reproduce func(run int) bool // nil: every failing configuration fails
+	cause     checker.Cause
+	cancelAt  int // cancel at this run (1-based), 0 never
+	cancel    context.CancelFunc
+	noFault   bool // the violation needs no fault at all
+	configs   []Config
+	dir       string // every run's directory ("": runs/NAME)
+}
+
+const minLength = time.Second
+
+func faultStart(id int64) int64 { return int64(time.Duration(id) * time.Second) }
+
+func (r *stubRunner) Run(ctx context.Context, c Config, name string) (RunResult, error) {
+	r.runs++
+	r.configs = append(r.configs, c)
+	if r.runs == r.cancelAt {
+		r.cancel()
+	}
+	for k := range c.Params {
+		// As the harness: a --param of a fault the run does not inject is
+		// a usage error.
+		if f, ok := nemesis.ParamFault(k); ok && !slices.Contains(c.Nemeses, f) {
+			return RunResult{}, InvalidError{fmt.Errorf("--param %s sets the %s fault, which this run does not inject", k, f)}
+		}
+	}
+	violation := faultStart(3) + int64(1100*time.Millisecond)
+	var faults []history.Fault
+	pauseOK := r.noFault
+	if c.Schedule != nil {
+		for _, f := range c.Schedule.Faults {
+			if !slices.Contains(c.Nemeses, f.Nemesis()) {
+				return RunResult{}, InvalidError{fmt.Errorf("fault %s not in --nemesis %s", f.Nemesis(), c.NemesisFlag())}
+			}
+			faults = append(faults, history.Fault{ID: f.ID(), Name: f.Nemesis(), Start: faultStart(f.ID()), End: faultStart(f.ID()) + 1})
+			if d, _ := f.Length(); f.ID() == 3 && d >= minLength {
+				pauseOK = true
+			}
+		}
+	} else if slices.Contains(c.Nemeses, "pause") {
+		pauseOK = true
+		faults = append(faults, history.Fault{ID: 3, Name: "pause", Start: faultStart(3)})
+	}
+	fails := pauseOK && c.Clients >= 2 && int64(c.TimeLimit) > violation && (r.reproduce == nil || r.reproduce(r.runs))
+	res := &checker.Result{Verdict: checker.Safe, FirstViolation: -1}
+	took := c.TimeLimit
+	if fails {
+		cause := checker.CauseLeaseExpired
+		if r.cause != "" {
+			cause = r.cause
+		}
+		res.Verdict, res.FirstViolation = checker.Unsafe, violation
+		res.Anomalies = []checker.Anomaly{
+			{Kind: checker.KindLostUpdate, Severity: checker.SeverityViolation, Start: violation + 5},
+			{Kind: checker.KindDoubleHolder, Severity: checker.SeverityViolation, Cause: cause, Start: violation, Explanation: "two holders"},
+		}
+		if c.StopEarly {
+			took = time.Duration(violation) + 100*time.Millisecond
+		}
+	}
+	res.Counts.DurationNs = int64(took)
+	*r.clock = r.clock.Add(took + time.Second)
+	dir := "runs/" + name
+	if r.dir != "" {
+		dir = r.dir
+	}
+	return RunResult{Dir: dir, Result: res, Faults: faults}, nil
+}
+
+func original(t *testing.T, withSchedule bool) Original {
+	t.Helper()
+	c := Config{Nemeses: []string{"kill", "partition", "pause"}, Clients: 5, TimeLimit: 30 * time.Second, Params: map[string]string{"kill": "leader", "partition": "isolate-holder", "keep_datadir": "true"}}
+	if withSchedule {
+		s, err := LoadSchedule(filepath.Join("testdata", "schedule.json"))
+		require.NoError(t, err)
+		c.Schedule = s
+	}
+	res := &checker.Result{Verdict: checker.Unsafe, Anomalies: []checker.Anomaly{
+		{Kind: checker.KindDoubleHolder, Severity: checker.SeverityViolation, Cause: checker.CauseLeaseExpired, Start: faultStart(3) + int64(1100*time.Millisecond), Explanation: "client 3 acquired the lock while client 5 still believed it held it"},
+		{Kind: checker.KindLostUpdate, Severity: checker.SeverityViolation, Start: faultStart(6)},
+	}}
+	var faults []history.Fault
+	for id := int64(1); id <= 4; id++ {
+		faults = append(faults, history.Fault{ID: id, Start: faultStart(id)})
+	}
+	return Original{Dir: "store/run", Config: c, Result: res, Faults: faults}
+}
+
+func newStub(t *testing.T) (*stubRunner, Options) {
+	now := time.Unix(1000, 0)
+	r := &stubRunner{t: t, clock: &now}
+	return r, Options{Budget: 30 * time.Minute, Tries: 3, Confirm: 5, MinClients: 2, Now: func() time.Time { return *r.clock }}
+}
+
+// A run with five scheduled faults, five clients and 30 s shrinks to the
+// one pause that breaks it, two clients, a run ending soon after the
+// violation, the pause halved and no --param, and reproduces 5 of 5.
+func TestShrinkWithSchedule(t *testing.T) {
+	r, o := newStub(t)
+	var saved []int
+	o.Save = func(rep *Report) { saved = append(saved, len(rep.Candidates)) }
+	rep, err := Shrink(context.Background(), r, original(t, true), o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedDone, rep.Stopped)
+	require.Equal(t, Property{Kind: checker.KindDoubleHolder, Cause: checker.CauseLeaseExpired}, rep.Property)
+	m := rep.Minimal
+	require.Len(t, m.Schedule.Faults, 1)
+	require.Equal(t, int64(3), m.Schedule.Faults[0].ID())
+	d, _ := m.Schedule.Faults[0].Length()
+	require.Equal(t, 1500*time.Millisecond, d)
+	require.Equal(t, []string{"pause"}, m.Nemeses)
+	require.Equal(t, 2, m.Clients)
+	require.True(t, m.StopEarly)
+	require.Less(t, m.TimeLimit, 8*time.Second)
+	require.Greater(t, m.TimeLimit, time.Duration(faultStart(3)+int64(1100*time.Millisecond)))
+	require.Empty(t, m.Params)
+	require.Equal(t, Rate{Tries: 5, Reproduced: 5, MedianAfterFaultNs: int64(1100 * time.Millisecond), MedianFirstViolationNs: faultStart(3) + int64(1100*time.Millisecond)}, rep.Rate)
+	require.Equal(t, "5 of 5 tries, first violation 1.1 s after the fault (median)", rep.Rate.String())
+	require.NotEmpty(t, rep.MinimalDir)
+
+	// Every candidate is on record with its outcome, and the report was
+	// saved after each one.
+	steps := map[Step]int{}
+	for i, c := range rep.Candidates {
+		require.Equal(t, i+1, c.N)
+		require.NotEmpty(t, c.Tries)
+		require.Contains(t, []Outcome{Reproduced, NotReproduced, Invalid}, c.Outcome)
+		require.Equal(t, c.Outcome == Reproduced && c.Step != StepConfirm, c.Kept)
+		if c.Outcome == NotReproduced && c.Step != StepConfirm {
+			require.Len(t, c.Tries, o.Tries, "a candidate counts as not reproducing after --tries runs")
+		}
+		steps[c.Step]++
+	}
+	for _, s := range []Step{StepBaseline, StepFaults, StepNemeses, StepClients, StepTimeLimit, StepLengths, StepParams, StepConfirm} {
+		require.Positive(t, steps[s], "step %s", s)
+	}
+	require.True(t, slices.IsSorted(saved))
+	require.Equal(t, r.runs, rep.Runs)
+	// The baseline dropped the fault that never fired: no candidate ran it.
+	for _, c := range r.configs {
+		if c.Schedule != nil {
+			for _, f := range c.Schedule.Faults {
+				require.True(t, f.Fired())
+			}
+		}
+	}
+}
+
+// Without a schedule the faults are drawn from the --nemesis names: the
+// names shrink instead (ddmin), the rest as with one.
+func TestShrinkWithoutSchedule(t *testing.T) {
+	r, o := newStub(t)
+	rep, err := Shrink(context.Background(), r, original(t, false), o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedDone, rep.Stopped)
+	require.Equal(t, []string{"pause"}, rep.Minimal.Nemeses)
+	require.Equal(t, 2, rep.Minimal.Clients)
+	require.Nil(t, rep.Minimal.Schedule)
+	require.Empty(t, rep.Minimal.Params)
+	// Dropping a fault drops its --param (the harness refuses a --param of
+	// a fault it does not inject): no candidate was refused.
+	dropped := false
+	for _, c := range rep.Candidates {
+		require.NotEqual(t, Invalid, c.Outcome, c.Change)
+		if c.Kept && strings.Contains(c.Change, "(and their --param kill, partition)") {
+			dropped = true
+		}
+	}
+	require.True(t, dropped, "a kept candidate dropped kill and partition with their --params")
+	require.Equal(t, 5, rep.Rate.Reproduced)
+}
+
+// A violation that needs no fault at all shrinks to --nemesis none.
+func TestShrinkToNoFault(t *testing.T) {
+	r, o := newStub(t)
+	r.noFault = true
+	rep, err := Shrink(context.Background(), r, original(t, true), o)
+	require.NoError(t, err)
+	require.Empty(t, rep.Minimal.Schedule.Faults)
+	require.Empty(t, rep.Minimal.Nemeses)
+	require.Equal(t, "none", rep.Minimal.NemesisFlag())
+}
+
+// A configuration that fails one run in three is still found (each
+// candidate gets --tries runs), and the confirmation says how often.
+func TestShrinkFlaky(t *testing.T) {
+	r, o := newStub(t)
+	r.reproduce = func(run int) bool { return run%3 == 0 }
+	rep, err := Shrink(context.Background(), r, original(t, false), o)
+	require.NoError(t, err)
+	require.Equal(t, 2, rep.Minimal.Clients)
+	require.Equal(t, 5, rep.Rate.Tries)
+	require.Less(t, rep.Rate.Reproduced, 5)
+	require.Positive(t, rep.Rate.Reproduced)
+}
+
+// The same kind with another cause is not the same property.
+func TestShrinkOtherCauseDoesNotReproduce(t *testing.T) {
+	r, o := newStub(t)
+	r.cause = checker.CauseLeaseBroken
+	rep, err := Shrink(context.Background(), r, original(t, true), o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedNotReproduced, rep.Stopped)
+	require.Len(t, rep.Candidates, 1)
+	require.Equal(t, NotReproduced, rep.Candidates[0].Outcome)
+	require.ElementsMatch(t, []string{"double-holder (lease-broken)", "lost-update"}, rep.Candidates[0].Tries[0].Found)
+	require.Equal(t, Rate{Tries: 3, MedianAfterFaultNs: -1, MedianFirstViolationNs: -1}, rep.Rate)
+	require.Empty(t, rep.MinimalDir)
+}
+
+// When the budget runs out the best so far is kept, and the report says
+// where it stopped.
+func TestShrinkBudget(t *testing.T) {
+	r, o := newStub(t)
+	o.Budget = 90 * time.Second
+	rep, err := Shrink(context.Background(), r, original(t, true), o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedBudget, rep.Stopped)
+	require.NotEqual(t, StepBaseline, rep.StoppedAt)
+	require.True(t, rep.Minimal.StopEarly, "the baseline reproduced and was kept")
+	require.LessOrEqual(t, time.Duration(rep.ElapsedNs), o.Budget+40*time.Second, "no run starts after the budget")
+	require.Positive(t, rep.Rate.Reproduced)
+}
+
+// Ctrl-C during a candidate ends the search with the best so far; the
+// interrupted run proves nothing and no confirmation runs.
+func TestShrinkInterrupted(t *testing.T) {
+	r, o := newStub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r.cancel, r.cancelAt = cancel, 4
+	rep, err := Shrink(ctx, r, original(t, true), o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedInterrupted, rep.Stopped)
+	require.Equal(t, 4, r.runs, "no run after the interrupt")
+	last := rep.Candidates[len(rep.Candidates)-1]
+	require.Equal(t, Interrupted, last.Outcome)
+	require.True(t, last.Tries[len(last.Tries)-1].Interrupted)
+	require.True(t, rep.Finished)
+}
+
+// A rewritten schedule keeps every field it does not change.
+func TestScheduleKeepsUnknownFields(t *testing.T) {
+	s, err := LoadSchedule(filepath.Join("testdata", "schedule.json"))
+	require.NoError(t, err)
+	short := s.With([]int{2})
+	short.Faults[0] = short.Faults[0].WithLength(750 * time.Millisecond)
+	path := filepath.Join(t.TempDir(), "s.json")
+	require.NoError(t, short.Write(path))
+	back, err := LoadSchedule(path)
+	require.NoError(t, err)
+	require.Len(t, back.Faults, 1)
+	d, ok := back.Faults[0].Length()
+	require.True(t, ok)
+	require.Equal(t, 750*time.Millisecond, d)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, want := range []string{`"future_field"`, `"extra"`, `"after_grant": 9`, `"seed": 42`, `"fault_id": 3`} {
+		require.Contains(t, string(b), want)
+	}
+	// The original is untouched.
+	d, _ = s.Faults[2].Length()
+	require.Equal(t, 3*time.Second, d)
+}
+
+// --property picks another violation of the original than its first.
+func TestShrinkChosenProperty(t *testing.T) {
+	r, o := newStub(t)
+	o.Property = &Property{Kind: checker.KindLostUpdate}
+	rep, err := Shrink(context.Background(), r, original(t, false), o)
+	require.NoError(t, err)
+	require.Equal(t, Property{Kind: checker.KindLostUpdate}, rep.Property)
+	require.Equal(t, StoppedDone, rep.Stopped)
+	require.Equal(t, 2, rep.Minimal.Clients)
+	require.False(t, rep.Minimal.StopEarly, "--stop-early would end the runs at the double holder that comes first")
+	require.Contains(t, rep.Candidates[0].Change, "without --stop-early")
+
+	o.Property = &Property{Kind: checker.KindForeignRelease}
+	_, err = Shrink(context.Background(), r, original(t, false), o)
+	require.ErrorContains(t, err, "has no violation foreign-release to shrink (it has: [double-holder (lease-expired) lost-update])")
+}
