@@ -1,0 +1,266 @@
+package checker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktest/locktest/history"
+)
+
+// History-level witnesses: for an anomaly the checker reported, a
+// sub-history of whole operations (invocation and completion together),
+// whole faults (start and end, with a failover's promotion note) and whole
+// client processes (start and exit), the header and the run's end kept, in
+// which the property that found the anomaly still finds one of the same
+// kind, cause and clients, with the anomaly's own operations kept, and
+// from which no single operation, fault or process more can be removed
+// without losing it (1-minimal; minimize.go). It is itself a history:
+// `locktest check` reads it and fails the same property.
+
+// WitnessNote starts the Detail of the note a witness history carries right
+// after its header: what it is a witness of. A history with it is a
+// witness, and is not minimised again.
+const WitnessNote = "witness: "
+
+// WitnessOptions bounds the minimisation of a result's anomalies.
+type WitnessOptions struct {
+	// Budget bounds the time spent on all the anomalies together (default
+	// 10s), PerAnomaly on each one (default 3s). An anomaly whose time ran
+	// out keeps what was removed by then: a witness, maybe not 1-minimal
+	// (HistoryWitness.Minimal false).
+	Budget, PerAnomaly time.Duration
+	// Max is the most anomalies minimised (default 16): violations first,
+	// then contained ones, then the others, each in time order.
+	Max int
+	// Check tunes the property checks run on each candidate; their search
+	// budgets are capped by the time left.
+	Check Options
+}
+
+func (o WitnessOptions) withDefaults() WitnessOptions {
+	if o.Budget <= 0 {
+		o.Budget = 10 * time.Second
+	}
+	if o.PerAnomaly <= 0 {
+		o.PerAnomaly = 3 * time.Second
+	}
+	if o.Max <= 0 {
+		o.Max = 16
+	}
+	o.Check = o.Check.withDefaults()
+	return o
+}
+
+// HistoryWitness is the sub-history that shows one anomaly.
+type HistoryWitness struct {
+	Anomaly int             // index in Result.Anomalies
+	Events  []history.Event // header first, then the witness note; Seq from 0
+	// Ops and Faults count the operations and faults kept; Processes the
+	// client processes.
+	Ops, Faults, Processes int
+	// Minimal: removing any one more operation, fault or process was tried
+	// and loses the anomaly. False when the time bound stopped the search.
+	Minimal bool
+	Tests   int           // candidate sub-histories checked
+	Took    time.Duration // time spent
+}
+
+// IsWitness reports whether h is a witness written by Witnesses.
+func IsWitness(h *history.History) bool {
+	for _, e := range h.Events {
+		switch {
+		case e.Type == history.Note:
+			return strings.HasPrefix(e.Detail, WitnessNote)
+		case e.Type != history.Run:
+			return false
+		}
+	}
+	return false
+}
+
+// Witnesses minimises the anomalies of r (the result of checking h), at
+// most o.Max of them within o.Budget. An anomaly whose minimisation could
+// not start (its property did not find it again) has no witness.
+func Witnesses(ctx context.Context, h *history.History, r *Result, o WitnessOptions) []HistoryWitness {
+	o = o.withDefaults()
+	if IsWitness(h) || len(r.Anomalies) == 0 {
+		return nil
+	}
+	end := time.Now().Add(o.Budget)
+	us := unitsOf(h)
+	var out []HistoryWitness
+	for _, i := range byPriority(r.Anomalies) {
+		if len(out) == o.Max || ctx.Err() != nil || time.Now().After(end) {
+			break
+		}
+		deadline := time.Now().Add(o.PerAnomaly)
+		if deadline.After(end) {
+			deadline = end
+		}
+		if w, ok := us.witness(ctx, r.Anomalies[i], o.Check, deadline); ok {
+			w.Anomaly = i
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// byPriority orders anomaly indices: violations, contained, the rest, each
+// in the order given (time order in a Result).
+func byPriority(as []Anomaly) []int {
+	var out []int
+	for _, sev := range []Severity{SeverityViolation, SeverityContained, ""} {
+		for i, a := range as {
+			switch {
+			case sev != "" && a.Severity == sev:
+			case sev == "" && a.Severity != SeverityViolation && a.Severity != SeverityContained:
+			default:
+				continue
+			}
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// MinimizeAnomaly returns the witness of anomaly a of h, minimised until
+// deadline; ok false when the property that found a does not find it in h.
+func MinimizeAnomaly(ctx context.Context, h *history.History, a Anomaly, opts Options, deadline time.Time) (HistoryWitness, bool) {
+	return unitsOf(h).witness(ctx, a, opts.withDefaults(), deadline)
+}
+
+// witness minimises anomaly a over the units of us.
+func (us *histUnits) witness(ctx context.Context, a Anomaly, opts Options, deadline time.Time) (HistoryWitness, bool) {
+	t0 := time.Now()
+	pinned := us.pinned(a.Ops)
+	var free []int32
+	for i := range us.units {
+		if !pinned[int32(i)] {
+			free = append(free, int32(i))
+		}
+	}
+	check := propertyCheck(a.Kind)
+	shows := func(kept []int32) bool {
+		sub, err := history.FromEvents(us.events(kept, pinned))
+		if err != nil {
+			return false // cannot happen: whole units only
+		}
+		o := opts
+		o.SearchBudget = max(min(o.SearchBudget, time.Until(deadline)), time.Millisecond)
+		o.PorcupineTimeout = max(min(o.PorcupineTimeout, time.Until(deadline)), time.Millisecond)
+		return slices.ContainsFunc(check(ctx, newFacts(sub), o), func(b Anomaly) bool { return sameAnomaly(a, b) })
+	}
+	if !shows(free) {
+		return HistoryWitness{}, false // the property does not find it again
+	}
+	r := minimize(free, shows, deadline, func() bool { return ctx.Err() != nil })
+	w := HistoryWitness{Minimal: r.minimal, Tests: r.tests + 1}
+	evs := us.events(r.kept, pinned)
+	for _, u := range slices.Concat(r.kept, keys(pinned)) {
+		switch us.units[u].kind {
+		case unitOp:
+			w.Ops++
+		case unitFault:
+			w.Faults++
+		default:
+			w.Processes++
+		}
+	}
+	minimal := "1-minimal"
+	if !r.minimal {
+		minimal = "not proven 1-minimal (time bound reached)"
+	}
+	note := history.Event{Type: history.Note, Detail: fmt.Sprintf("%s%s of clients %v (cause %q): %d of %d operations, %d of %d faults, %s",
+		WitnessNote, a.Kind, a.Clients, a.Cause, w.Ops, us.ops, w.Faults, us.faults, minimal)}
+	w.Events = slices.Concat(evs[:1], []history.Event{note}, evs[1:])
+	for i := range w.Events {
+		w.Events[i].Seq = int64(i)
+	}
+	w.Took = time.Since(t0)
+	return w, true
+}
+
+func keys(m map[int32]bool) []int32 {
+	out := make([]int32, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// sameAnomaly reports whether b, found in a sub-history, is anomaly a: the
+// same kind, cause and clients (the main one first), a deadlock explained
+// by lost acquires or not alike, and the same operations: for a
+// non-linearizable history the same first operation that cannot be placed
+// (the rest is a witness the sweep shrinks anew), otherwise at least a's.
+func sameAnomaly(a, b Anomaly) bool {
+	if a.Kind != b.Kind || a.Cause != b.Cause || !sameClients(a.Clients, b.Clients) {
+		return false
+	}
+	if a.Kind == KindDeadlock && (a.Severity == SeverityInfo) != (b.Severity == SeverityInfo) {
+		return false
+	}
+	if a.Kind == KindNonLinearizable {
+		return len(a.Ops) == 0 || (len(b.Ops) > 0 && a.Ops[0] == b.Ops[0])
+	}
+	for _, id := range a.Ops {
+		if !slices.Contains(b.Ops, id) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameClients(a, b []int) bool {
+	if len(a) != len(b) || (len(a) > 0 && a[0] != b[0]) {
+		return false
+	}
+	for _, c := range a {
+		if !slices.Contains(b, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// propertyCheck returns the check of the property that reports anomalies
+// of kind: only that one runs on each candidate. A kind it does not know
+// gets the whole check.
+func propertyCheck(kind Kind) func(context.Context, *facts, Options) []Anomaly {
+	slackOf := func(o Options) int64 { return int64(o.Slack) }
+	two := func(f func(*facts) (Property, []Anomaly)) func(context.Context, *facts, Options) []Anomaly {
+		return func(_ context.Context, fs *facts, _ Options) []Anomaly { _, as := f(fs); return as }
+	}
+	slacked := func(f func(*facts, int64) (Property, []Anomaly)) func(context.Context, *facts, Options) []Anomaly {
+		return func(_ context.Context, fs *facts, o Options) []Anomaly { _, as := f(fs, slackOf(o)); return as }
+	}
+	switch kind {
+	case KindDoubleHolder:
+		return slacked(checkDoubleHolder)
+	case KindForeignRelease:
+		return two(checkForeignRelease)
+	case KindReleaseOKOnExpired:
+		return slacked(checkReleaseOKOnExpired)
+	case KindUsedAfterValidity, KindCheckThenAct:
+		return slacked(checkUsedAfterValidity)
+	case KindLostUpdate:
+		return func(_ context.Context, fs *facts, _ Options) []Anomaly { _, as, _ := checkLostUpdate(fs); return as }
+	case KindStaleWriteAccepted, KindStaleWriteRejected:
+		return two(checkFencing)
+	case KindTokenReused, KindTokenRegressed:
+		return two(checkTokenOrder)
+	case KindDeadlock:
+		return slacked(checkDeadlock)
+	case KindNonLinearizable:
+		return func(ctx context.Context, fs *facts, o Options) []Anomaly {
+			_, as := checkLinearizableCtx(ctx, fs, o)
+			return as
+		}
+	case KindRWExclusion:
+		return func(_ context.Context, fs *facts, _ Options) []Anomaly { _, as, _ := checkReadWriteBoth(fs); return as }
+	}
+	return func(ctx context.Context, fs *facts, o Options) []Anomaly { return CheckContext(ctx, fs.h, o).Anomalies }
+}
