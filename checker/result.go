@@ -84,6 +84,13 @@ type Anomaly struct {
 	// CauseLeaseBroken or CauseUnknown.
 	Cause       Cause  `json:"cause,omitempty"`
 	Explanation string `json:"explanation"` // plain words
+	// Witness is the history file, relative to the run directory, of a
+	// 1-minimal sub-history that still shows this anomaly (Witnesses),
+	// written by `locktest check` and at the end of `locktest run`; empty
+	// when none was made. WitnessPartial: its time bound stopped the
+	// minimisation before every removal was tried.
+	Witness        string `json:"witness,omitempty"`
+	WitnessPartial bool   `json:"witness_partial,omitempty"`
 }
 
 // Property is the result of one check.

@@ -239,6 +239,25 @@ func TestWitnessOfLostgen(t *testing.T) {
 	}
 }
 
+// TestWitnessOfLostgenUnavailability: issue 17's liveness case from
+// internal/lostgen (a client deaf to its answers keeps the lock a lease
+// apart for 2 s): the deadlock every refusal of which a lost acquire
+// explains (info) gets a witness that still says so.
+func TestWitnessOfLostgenUnavailability(t *testing.T) {
+	h, _, err := lostgen.GenerateHistory(lostgen.Config{Ops: 1000, Clients: 5, Lost: 0.01, DeafClient: 1, DeafFrom: time.Second, DeafFor: 2 * time.Second, DeadlockMs: 1000, Seed: 16})
+	require.NoError(t, err)
+	r := Check(h, DefaultOptions())
+	ws := Witnesses(context.Background(), h, &r, WitnessOptions{Budget: time.Minute, PerAnomaly: 20 * time.Second})
+	found := false
+	for _, w := range ws {
+		a := r.Anomalies[w.Anomaly]
+		requireWitness(t, h, a, w)
+		found = found || (a.Kind == KindDeadlock && a.Severity == SeverityInfo)
+		t.Logf("%s %s of clients %v: %d of %d ops, %d tests, %s", a.Kind, a.Severity, a.Clients, w.Ops, len(h.Ops), w.Tests, w.Took)
+	}
+	require.True(t, found, "a deadlock explained by lost acquires: %+v", r.Anomalies)
+}
+
 // TestWitnessBounded: a budget that has run out leaves no witness, and a
 // cancelled context stops the search; a witness is never minimised again.
 func TestWitnessBounded(t *testing.T) {
