@@ -9,7 +9,7 @@ import (
 // then a pass that removes units one at a time until none can go: the one
 // minimiser behind both the lock sweep's witnesses (witness.go: lock
 // operations that cannot all be placed) and the history-level witnesses
-// (witnesshistory.go: whole operations and faults of a history that still
+// (minimize_history.go: whole operations and faults of a history that still
 // show an anomaly).
 //
 // shows(kept) says whether the units kept (a sorted subset of the units

@@ -142,7 +142,7 @@ func (us *histUnits) witness(ctx context.Context, a Anomaly, opts Options, deadl
 			free = append(free, int32(i))
 		}
 	}
-	check := propertyCheck(a.Kind)
+	check := gradedCheck(a.Kind)
 	shows := func(kept []int32) bool {
 		sub, err := history.FromEvents(us.events(kept, pinned))
 		if err != nil {
@@ -153,11 +153,18 @@ func (us *histUnits) witness(ctx context.Context, a Anomaly, opts Options, deadl
 		o.PorcupineTimeout = max(min(o.PorcupineTimeout, time.Until(deadline)), time.Millisecond)
 		return slices.ContainsFunc(check(ctx, newFacts(sub), o), func(b Anomaly) bool { return sameAnomaly(a, b) })
 	}
-	if !shows(free) {
-		return HistoryWitness{}, false // the property does not find it again
-	}
+	// Every sub-history minimize keeps was checked; the whole history is
+	// checked only when nothing could be removed (the check that reported
+	// a is usually the costliest step, and a smaller candidate that shows
+	// a needs no more proof).
 	r := minimize(free, shows, deadline, func() bool { return ctx.Err() != nil })
-	w := HistoryWitness{Minimal: r.minimal, Tests: r.tests + 1}
+	if len(r.kept) == len(free) {
+		r.tests++
+		if !shows(free) {
+			return HistoryWitness{}, false // the property does not find it again
+		}
+	}
+	w := HistoryWitness{Minimal: r.minimal, Tests: r.tests}
 	evs := us.events(r.kept, pinned)
 	for _, u := range slices.Concat(r.kept, keys(pinned)) {
 		switch us.units[u].kind {
@@ -173,8 +180,12 @@ func (us *histUnits) witness(ctx context.Context, a Anomaly, opts Options, deadl
 	if !r.minimal {
 		minimal = "not proven 1-minimal (time bound reached)"
 	}
-	note := history.Event{Type: history.Note, Detail: fmt.Sprintf("%s%s of clients %v (cause %q): %d of %d operations, %d of %d faults, %s",
-		WitnessNote, a.Kind, a.Clients, a.Cause, w.Ops, us.ops, w.Faults, us.faults, minimal)}
+	what := string(a.Kind)
+	if a.Cause != "" {
+		what += " (" + string(a.Cause) + ")"
+	}
+	note := history.Event{Type: history.Note, Detail: fmt.Sprintf("%s%s of clients %v: %d of %d operations, %d of %d faults, %s",
+		WitnessNote, what, a.Clients, w.Ops, us.ops, w.Faults, us.faults, minimal)}
 	w.Events = slices.Concat(evs[:1], []history.Event{note}, evs[1:])
 	for i := range w.Events {
 		w.Events[i].Seq = int64(i)
@@ -192,15 +203,12 @@ func keys(m map[int32]bool) []int32 {
 }
 
 // sameAnomaly reports whether b, found in a sub-history, is anomaly a: the
-// same kind, cause and clients (the main one first), a deadlock explained
-// by lost acquires or not alike, and the same operations: for a
-// non-linearizable history the same first operation that cannot be placed
-// (the rest is a witness the sweep shrinks anew), otherwise at least a's.
+// same kind, cause, severity and clients (the main one first), and the
+// same operations: for a non-linearizable history the same first
+// operation that cannot be placed (the rest is a witness the sweep shrinks
+// anew), otherwise at least a's.
 func sameAnomaly(a, b Anomaly) bool {
-	if a.Kind != b.Kind || a.Cause != b.Cause || !sameClients(a.Clients, b.Clients) {
-		return false
-	}
-	if a.Kind == KindDeadlock && (a.Severity == SeverityInfo) != (b.Severity == SeverityInfo) {
+	if a.Kind != b.Kind || a.Cause != b.Cause || a.Severity != b.Severity || !sameClients(a.Clients, b.Clients) {
 		return false
 	}
 	if a.Kind == KindNonLinearizable {
@@ -224,43 +232,4 @@ func sameClients(a, b []int) bool {
 		}
 	}
 	return true
-}
-
-// propertyCheck returns the check of the property that reports anomalies
-// of kind: only that one runs on each candidate. A kind it does not know
-// gets the whole check.
-func propertyCheck(kind Kind) func(context.Context, *facts, Options) []Anomaly {
-	slackOf := func(o Options) int64 { return int64(o.Slack) }
-	two := func(f func(*facts) (Property, []Anomaly)) func(context.Context, *facts, Options) []Anomaly {
-		return func(_ context.Context, fs *facts, _ Options) []Anomaly { _, as := f(fs); return as }
-	}
-	slacked := func(f func(*facts, int64) (Property, []Anomaly)) func(context.Context, *facts, Options) []Anomaly {
-		return func(_ context.Context, fs *facts, o Options) []Anomaly { _, as := f(fs, slackOf(o)); return as }
-	}
-	switch kind {
-	case KindDoubleHolder:
-		return slacked(checkDoubleHolder)
-	case KindForeignRelease:
-		return two(checkForeignRelease)
-	case KindReleaseOKOnExpired:
-		return slacked(checkReleaseOKOnExpired)
-	case KindUsedAfterValidity, KindCheckThenAct:
-		return slacked(checkUsedAfterValidity)
-	case KindLostUpdate:
-		return func(_ context.Context, fs *facts, _ Options) []Anomaly { _, as, _ := checkLostUpdate(fs); return as }
-	case KindStaleWriteAccepted, KindStaleWriteRejected:
-		return two(checkFencing)
-	case KindTokenReused, KindTokenRegressed:
-		return two(checkTokenOrder)
-	case KindDeadlock:
-		return slacked(checkDeadlock)
-	case KindNonLinearizable:
-		return func(ctx context.Context, fs *facts, o Options) []Anomaly {
-			_, as := checkLinearizableCtx(ctx, fs, o)
-			return as
-		}
-	case KindRWExclusion:
-		return func(_ context.Context, fs *facts, _ Options) []Anomaly { _, as, _ := checkReadWriteBoth(fs); return as }
-	}
-	return func(ctx context.Context, fs *facts, o Options) []Anomaly { return CheckContext(ctx, fs.h, o).Anomalies }
 }

@@ -120,9 +120,9 @@ func witnessCases() []witnessCase {
 
 // TestWitnessEveryKind: for a history of every kind and cause, each
 // anomaly's witness is a history (it survives encoding and parsing) that
-// the whole check fails with the same kind, cause and clients, with the
-// anomaly's operations in it; removing any one of its operations, faults
-// or processes loses the anomaly.
+// the whole check fails with the same kind, cause, severity (unsafe for a
+// violation) and clients, with the anomaly's operations in it; removing
+// any one of its operations, faults or processes loses the anomaly.
 func TestWitnessEveryKind(t *testing.T) {
 	seenKinds, seenCauses := map[Kind]bool{}, map[Cause]bool{}
 	for _, tc := range witnessCases() {
@@ -181,6 +181,9 @@ func requireWitness(t *testing.T, h *history.History, a Anomaly, w HistoryWitnes
 	require.True(t, slices.ContainsFunc(r.Anomalies, func(b Anomaly) bool { return sameAnomaly(a, b) }), "%s: the check of the witness finds it: %+v", what, r.Anomalies)
 	if a.Severity != SeverityInfo {
 		require.Equal(t, string(Fail), propStatus(t, r, propertyOf(a.Kind)), what)
+	}
+	if a.Severity == SeverityViolation {
+		require.Equal(t, Unsafe, r.Verdict, "%s: %s", what, r.Why)
 	}
 	// 1-minimal: every operation, fault and process removed in turn, the
 	// whole check no longer finds it.
