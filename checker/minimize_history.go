@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/locktest/locktest/history"
@@ -66,19 +65,6 @@ type HistoryWitness struct {
 	Minimal bool
 	Tests   int           // candidate sub-histories checked
 	Took    time.Duration // time spent
-}
-
-// IsWitness reports whether h is a witness written by Witnesses.
-func IsWitness(h *history.History) bool {
-	for _, e := range h.Events {
-		switch {
-		case e.Type == history.Note:
-			return strings.HasPrefix(e.Detail, WitnessNote)
-		case e.Type != history.Run:
-			return false
-		}
-	}
-	return false
 }
 
 // Witnesses minimises the anomalies of r (the result of checking h), at

@@ -44,11 +44,6 @@ func built(setup func(b *hb)) func(t *testing.T) *history.History {
 // witnessCases: a history for every kind the checker reports, and every
 // cause of a double holder.
 func witnessCases() []witnessCase {
-	pauseAt := func(b *hb, point string, start, end float64) {
-		b.fault++
-		b.add(start, history.Event{Type: history.FaultStart, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1, Point: point})
-		b.add(end, history.Event{Type: history.FaultEnd, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1})
-	}
 	acqTok := func(b *hb, c int, call, ret float64, owner string, tok int64) {
 		b.o(c, history.Acquire, call, ret, history.OK, func(_, d *history.Event) { d.Owner, d.Token = owner, &tok })
 	}
@@ -66,12 +61,7 @@ func witnessCases() []witnessCase {
 		{name: "fenced, contained", load: fromTestdata("fenced-contained.jsonl"), kinds: []Kind{KindStaleWriteRejected, KindDoubleHolder}},
 		{name: "check-then-act", kinds: []Kind{KindCheckThenAct}, load: built(func(b *hb) {
 			b.info.Lease, b.info.TTLMillis, b.info.ChecksValidity = true, 100, true
-			b.acqValid(1, 0, 1, "a", 100)
-			b.use(1, false, 2, 3, history.OK)
-			pauseAt(b, "after-check", 50, 450)
-			b.use(1, true, 49, 450, history.OK)
-			b.acq(2, 200, 201, "b")
-			b.rel(1, 451, 452, "a", history.Fail, "-")
+			b.checkThenActGap()
 			b.cycles(4, 500)
 		})},
 		{name: "tokens", kinds: []Kind{KindTokenReused, KindTokenRegressed}, load: built(func(b *hb) {

@@ -113,3 +113,16 @@ func (us *histUnits) events(kept []int32, pinned map[int32]bool) []history.Event
 	}
 	return out
 }
+
+// IsWitness reports whether h is a witness written by Witnesses.
+func IsWitness(h *history.History) bool {
+	for _, e := range h.Events {
+		switch {
+		case e.Type == history.Note:
+			return strings.HasPrefix(e.Detail, WitnessNote)
+		case e.Type != history.Run:
+			return false
+		}
+	}
+	return false
+}
