@@ -11,13 +11,14 @@ import (
 
 // History-level witnesses: for an anomaly the checker reported, a
 // sub-history of whole operations (invocation and completion together),
-// whole faults (start and end, with a failover's promotion note) and whole
-// client processes (start and exit), the header and the run's end kept, in
-// which the property that found the anomaly still finds one of the same
-// kind, cause and clients, with the anomaly's own operations kept, and
-// from which no single operation, fault or process more can be removed
-// without losing it (1-minimal; minimize.go). It is itself a history:
-// `locktest check` reads it and fails the same property.
+// whole faults (start and end, with a failover's promotion note), whole
+// client processes (start and exit) and notes, the header and the run's
+// end kept, in which the property that found the anomaly still finds one
+// of the same kind, cause, severity and clients, with the anomaly's own
+// operations kept, and from which no single operation, fault, process or
+// note more can be removed without losing it (1-minimal; minimize.go). It
+// is itself a history: `locktest check` reads it and fails the same
+// property.
 
 // WitnessNote starts the Detail of the note a witness history carries right
 // after its header: what it is a witness of. A history with it is a
@@ -31,8 +32,9 @@ type WitnessOptions struct {
 	// out keeps what was removed by then: a witness, maybe not 1-minimal
 	// (HistoryWitness.Minimal false).
 	Budget, PerAnomaly time.Duration
-	// Max is the most anomalies minimised (default 16): violations first,
-	// then contained ones, then the others, each in time order.
+	// Max is the most anomalies minimised (default 16), in the order of
+	// Prioritized: every kind of violation there is before a second one of
+	// any kind.
 	Max int
 	// Check tunes the property checks run on each candidate; their search
 	// budgets are capped by the time left.
@@ -78,7 +80,7 @@ func Witnesses(ctx context.Context, h *history.History, r *Result, o WitnessOpti
 	end := time.Now().Add(o.Budget)
 	us := unitsOf(h)
 	var out []HistoryWitness
-	for _, i := range byPriority(r.Anomalies) {
+	for _, i := range Prioritized(r.Anomalies) {
 		if len(out) == o.Max || ctx.Err() != nil || time.Now().After(end) {
 			break
 		}
@@ -89,24 +91,6 @@ func Witnesses(ctx context.Context, h *history.History, r *Result, o WitnessOpti
 		if w, ok := us.witness(ctx, r.Anomalies[i], o.Check, deadline); ok {
 			w.Anomaly = i
 			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// byPriority orders anomaly indices: violations, contained, the rest, each
-// in the order given (time order in a Result).
-func byPriority(as []Anomaly) []int {
-	var out []int
-	for _, sev := range []Severity{SeverityViolation, SeverityContained, ""} {
-		for i, a := range as {
-			switch {
-			case sev != "" && a.Severity == sev:
-			case sev == "" && a.Severity != SeverityViolation && a.Severity != SeverityContained:
-			default:
-				continue
-			}
-			out = append(out, i)
 		}
 	}
 	return out
@@ -158,7 +142,7 @@ func (us *histUnits) witness(ctx context.Context, a Anomaly, opts Options, deadl
 			w.Ops++
 		case unitFault:
 			w.Faults++
-		default:
+		case unitProcess:
 			w.Processes++
 		}
 	}

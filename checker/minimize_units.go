@@ -14,6 +14,7 @@ const (
 	unitOp      unitKind = iota // an operation: its invocation and completion
 	unitFault                   // a fault: its start and end (a failover's promotion note too)
 	unitProcess                 // a client process: its start and exit
+	unitNote                    // a note (but a failover's promotion, which goes with its fault)
 )
 
 // histUnit is what a witness keeps or removes whole: its events, as
@@ -24,8 +25,7 @@ type histUnit struct {
 }
 
 // histUnits cuts a history into units; the events of none (the header,
-// the run's end, notes other than a failover's promotion) are kept in
-// every sub-history.
+// the run's end, a witness's note) are kept in every sub-history.
 type histUnits struct {
 	h      *history.History
 	fixed  []int32
@@ -76,8 +76,13 @@ func unitsOf(h *history.History) *histUnits {
 			u, ok := byClient[e.Client]
 			join(u, ok, i)
 		case history.Note:
-			u, ok := lastFailover[e.Client]
-			join(u, ok && strings.HasPrefix(e.Detail, history.FailoverNote), i)
+			if u, ok := lastFailover[e.Client]; ok && strings.HasPrefix(e.Detail, history.FailoverNote) {
+				join(u, true, i)
+			} else if strings.HasPrefix(e.Detail, WitnessNote) {
+				us.fixed = append(us.fixed, i) // a witness's own label
+			} else {
+				open(unitNote, i)
+			}
 		default:
 			us.fixed = append(us.fixed, i)
 		}

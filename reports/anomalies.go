@@ -72,7 +72,7 @@ type eventRow struct {
 // first, then contained ones, then the rest, each group in time order. It
 // returns the shown indices in their original order and the omitted ones.
 func selectAnomalies(as []checker.Anomaly, limit int) (shown, omitted []int) {
-	order := prioritized(as)
+	order := checker.Prioritized(as)
 	if len(order) > limit {
 		omitted = append(omitted, order[limit:]...)
 		order = order[:limit]
@@ -87,7 +87,7 @@ func selectAnomalies(as []checker.Anomaly, limit int) (shown, omitted []int) {
 // the first maxExcerpts of them by severity, an excerpt of the history.
 func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops map[int64]*history.Operation) []anomalyView {
 	withExcerpt := map[int]bool{}
-	for _, i := range prioritized(as) {
+	for _, i := range checker.Prioritized(as) {
 		if len(withExcerpt) == maxExcerpts {
 			break
 		}
