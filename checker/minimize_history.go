@@ -123,12 +123,25 @@ func (us *histUnits) witness(ctx context.Context, a Anomaly, opts Options, deadl
 		o.PorcupineTimeout = max(min(o.PorcupineTimeout, time.Until(deadline)), time.Millisecond)
 		return slices.ContainsFunc(check(ctx, newFacts(sub), o), func(b Anomaly) bool { return sameAnomaly(a, b) })
 	}
-	// Every sub-history minimize keeps was checked; the whole history is
-	// checked only when nothing could be removed (the check that reported
-	// a is usually the costliest step, and a smaller candidate that shows
-	// a needs no more proof).
-	r := minimize(free, shows, deadline, func() bool { return ctx.Err() != nil })
-	if len(r.kept) == len(free) {
+	// Every sub-history kept was checked; the whole history is checked
+	// only when nothing could be removed (the check that reported a is
+	// usually the costliest step, and a smaller candidate that shows a
+	// needs no more proof).
+	all := len(free)
+	over := func() bool { return ctx.Err() != nil || time.Now().After(deadline) }
+	tried := 0
+	if !over() { // the anomaly's own operations alone, then a window around it
+		if tried++; shows(nil) {
+			free = nil
+		} else {
+			var n int
+			free, n = us.localize(free, a, shows, over)
+			tried += n
+		}
+	}
+	r := minimize(free, shows, deadline, over)
+	r.tests += tried
+	if len(r.kept) == all {
 		r.tests++
 		if !shows(free) {
 			return HistoryWitness{}, false // the property does not find it again

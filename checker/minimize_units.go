@@ -3,6 +3,7 @@ package checker
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/locktest/locktest/history"
 )
@@ -117,6 +118,46 @@ func (us *histUnits) events(kept []int32, pinned map[int32]bool) []history.Event
 		out[k] = us.h.Events[i]
 	}
 	return out
+}
+
+// localize is the first cut of a witness: the units of free (sorted) that
+// lie near anomaly a in time, within a pad that starts at a quarter of
+// its length (1 ms at least) and grows fourfold, the first such window
+// that still shows it (ddmin would get there too, but on a long history
+// each of its first candidates is half the history). It returns free
+// when no window does (or when over says to stop), and the candidates
+// tried.
+func (us *histUnits) localize(free []int32, a Anomaly, shows func([]int32) bool, over func() bool) ([]int32, int) {
+	tried := 0
+	for pad := max((a.End-a.Start)/4, int64(time.Millisecond)); !over(); pad *= 4 {
+		var near []int32
+		for _, u := range free {
+			if from, to := us.span(u); to >= a.Start-pad && from <= satAdd(a.End, pad) {
+				near = append(near, u)
+			}
+		}
+		if len(near) == len(free) {
+			break
+		}
+		tried++
+		if shows(near) {
+			return near, tried
+		}
+	}
+	return free, tried
+}
+
+// span is the time from unit u's first event to its last, or to the end
+// of the history when it has one event only (an operation that never
+// completed, a fault never healed, a process that outlived the history;
+// a note is an instant).
+func (us *histUnits) span(u int32) (from, to int64) {
+	evs := us.units[u].events
+	from, to = us.h.Events[evs[0]].Time, us.h.Events[evs[len(evs)-1]].Time
+	if len(evs) == 1 && us.units[u].kind != unitNote {
+		to = us.h.End
+	}
+	return from, to
 }
 
 // IsWitness reports whether h is a witness written by Witnesses.
