@@ -3,6 +3,7 @@ package checker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -62,8 +63,9 @@ type HistoryWitness struct {
 	// Ops and Faults count the operations and faults kept; Processes the
 	// client processes.
 	Ops, Faults, Processes int
-	// Minimal: removing any one more operation, fault or process was tried
-	// and loses the anomaly. False when the time bound stopped the search.
+	// Minimal: removing any one more operation, fault, process or note was
+	// tried and loses the anomaly. False when the time bound stopped the
+	// search.
 	Minimal bool
 	Tests   int           // candidate sub-histories checked
 	Took    time.Duration // time spent
@@ -147,9 +149,16 @@ func (us *histUnits) witness(ctx context.Context, a Anomaly, opts Options, deadl
 			return HistoryWitness{}, false // the property does not find it again
 		}
 	}
-	w := HistoryWitness{Minimal: r.minimal, Tests: r.tests}
-	evs := us.events(r.kept, pinned)
-	for _, u := range slices.Concat(r.kept, keys(pinned)) {
+	w := us.witnessOf(a, slices.Concat(r.kept, slices.Collect(maps.Keys(pinned))), r.minimal)
+	w.Tests, w.Took = r.tests, time.Since(t0)
+	return w, true
+}
+
+// witnessOf is the witness of a made of the units kept: their events,
+// with the note that says what it is right after the header.
+func (us *histUnits) witnessOf(a Anomaly, kept []int32, minimal bool) HistoryWitness {
+	w := HistoryWitness{Minimal: minimal}
+	for _, u := range kept {
 		switch us.units[u].kind {
 		case unitOp:
 			w.Ops++
@@ -159,30 +168,22 @@ func (us *histUnits) witness(ctx context.Context, a Anomaly, opts Options, deadl
 			w.Processes++
 		}
 	}
-	minimal := "1-minimal"
-	if !r.minimal {
-		minimal = "not proven 1-minimal (time bound reached)"
+	how := "1-minimal"
+	if !minimal {
+		how = "not proven 1-minimal (time bound reached)"
 	}
 	what := string(a.Kind)
 	if a.Cause != "" {
 		what += " (" + string(a.Cause) + ")"
 	}
 	note := history.Event{Type: history.Note, Detail: fmt.Sprintf("%s%s of clients %v: %d of %d operations, %d of %d faults, %s",
-		WitnessNote, what, a.Clients, w.Ops, us.ops, w.Faults, us.faults, minimal)}
+		WitnessNote, what, a.Clients, w.Ops, us.ops, w.Faults, us.faults, how)}
+	evs := us.events(kept, nil)
 	w.Events = slices.Concat(evs[:1], []history.Event{note}, evs[1:])
 	for i := range w.Events {
 		w.Events[i].Seq = int64(i)
 	}
-	w.Took = time.Since(t0)
-	return w, true
-}
-
-func keys(m map[int32]bool) []int32 {
-	out := make([]int32, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
+	return w
 }
 
 // sameAnomaly reports whether b, found in a sub-history, is anomaly a: the
