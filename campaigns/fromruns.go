@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
 )
@@ -69,6 +70,9 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		}
 		if d.Type()&fs.ModeSymlink != 0 { // store/latest
 			return nil
+		}
+		if d.IsDir() && harness.IsWitnessDir(p) { // a run's witness: not a run
+			return fs.SkipDir
 		}
 		if !d.IsDir() && d.Name() == "history.jsonl" {
 			runDirs = append(runDirs, filepath.Dir(p))

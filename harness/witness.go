@@ -19,6 +19,17 @@ func witnessDir(n int) string { return fmt.Sprintf("witness-%d", n) }
 // witnessDirName matches the directories witnessDir makes.
 var witnessDirName = regexp.MustCompile(`^witness-[0-9]+$`)
 
+// IsWitnessDir reports whether dir is the directory of a witness inside a
+// run directory: it holds a history.jsonl, but it is no run of its own
+// (a store's runs are listed without it).
+func IsWitnessDir(dir string) bool {
+	if !witnessDirName.MatchString(filepath.Base(dir)) {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(filepath.Dir(dir), "history.jsonl"))
+	return err == nil
+}
+
 // writeWitnesses minimises the anomalies of res, the check of h
 // (checker.Witnesses: bounded in time), writes each witness in its
 // directory under dir, replacing those of an earlier check, and points
