@@ -76,7 +76,7 @@ func removeWitnesses(dir string) error {
 		return err
 	}
 	for _, e := range ents {
-		if e.IsDir() && witnessDirName.MatchString(e.Name()) {
+		if e.IsDir() && IsWitnessDir(filepath.Join(dir, e.Name())) {
 			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 				return fmt.Errorf("remove old witness: %w", err)
 			}
