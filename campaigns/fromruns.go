@@ -45,15 +45,7 @@ func result(runDir string, check Checker) (*checker.Result, error) {
 	if check != nil {
 		return check(runDir)
 	}
-	b, err := os.ReadFile(filepath.Join(runDir, "results.json"))
-	if err != nil {
-		return nil, err
-	}
-	var r checker.Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(runDir, "results.json"), err)
-	}
-	return &r, nil
+	return reports.ReadResultsJSON(filepath.Join(runDir, "results.json"))
 }
 
 // FromRuns builds a campaign, with no expectations, from every run

@@ -3,7 +3,6 @@ package harness
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/internal/lostgen"
+	"github.com/locktest/locktest/reports"
 )
 
 // TestCheckDirWritesWitnesses: `locktest check` (CheckDirContext) writes
@@ -34,7 +34,8 @@ func TestCheckDirWritesWitnesses(t *testing.T) {
 	require.Contains(t, out.String(), "witnesses: ")
 	require.NoDirExists(t, stale, "an earlier check's witnesses are replaced")
 
-	stored := readResults(t, dir)
+	stored, err := reports.ReadResultsJSON(filepath.Join(dir, "results.json"))
+	require.NoError(t, err)
 	witnessed := 0
 	for n, a := range stored.Anomalies {
 		if a.Witness == "" {
@@ -59,13 +60,4 @@ func TestCheckDirWritesWitnesses(t *testing.T) {
 		}
 	}
 	require.Equal(t, len(stored.Anomalies), witnessed, "every anomaly (at most 16) has a witness")
-}
-
-func readResults(t *testing.T, dir string) checker.Result {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	require.NoError(t, err)
-	var r checker.Result
-	require.NoError(t, json.Unmarshal(b, &r))
-	return r
 }

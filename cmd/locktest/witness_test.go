@@ -1,14 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/reports"
 )
 
 // TestCheckWritesWitnesses: `locktest check` on an unsafe run writes each
@@ -24,25 +23,18 @@ func TestCheckWritesWitnesses(t *testing.T) {
 	r := run(t, nil, "check", "--quiet", dir)
 	require.Equal(t, 1, r.code, r.stderr)
 	require.Contains(t, r.stdout, "witnesses: 2 of 2 anomalies minimised")
-	res := results(t, dir)
+	res, err := reports.ReadResultsJSON(filepath.Join(dir, "results.json"))
+	require.NoError(t, err)
 	require.Len(t, res.Anomalies, 2)
 	for _, a := range res.Anomalies {
 		require.NotEmpty(t, a.Witness)
 		w := run(t, nil, "check", "--quiet", filepath.Join(dir, filepath.Dir(a.Witness)))
 		require.Equal(t, 1, w.code, "the witness of a %s is unsafe: %s", a.Kind, w.stdout)
-		wres := results(t, filepath.Join(dir, filepath.Dir(a.Witness)))
+		wres, err := reports.ReadResultsJSON(filepath.Join(dir, filepath.Dir(a.Witness), "results.json"))
+		require.NoError(t, err)
 		require.Len(t, wres.Anomalies, 1, "%s: the witness shows that one anomaly: %s", a.Kind, w.stdout)
 		b := wres.Anomalies[0]
 		require.Equal(t, []any{a.Kind, a.Cause, a.Clients, a.Severity}, []any{b.Kind, b.Cause, b.Clients, b.Severity})
 		require.NotContains(t, w.stdout, "witnesses:", "a witness is not minimised again")
 	}
-}
-
-func results(t *testing.T, dir string) checker.Result {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	require.NoError(t, err)
-	var r checker.Result
-	require.NoError(t, json.Unmarshal(b, &r))
-	return r
 }
