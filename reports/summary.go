@@ -173,6 +173,9 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 			for _, l := range wrap(a.Explanation, 92) {
 				p.printf("     %s\n", l)
 			}
+			if a.Witness != "" {
+				p.printf("     witness: %s\n", a.Witness)
+			}
 		}
 		if n > shown {
 			p.printf("  %d more in results.json / report.html\n", n-shown)
