@@ -430,6 +430,10 @@ func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool)
 		h = &history.History{}
 	}
 	res := checker.CheckContext(ctx, h, checker.DefaultOptions())
+	witnessed, err := writeWitnesses(ctx, dir, h, &res)
+	if err != nil {
+		return nil, err
+	}
 	if err := reports.WriteResultsJSON(filepath.Join(dir, "results.json"), &res); err != nil {
 		return nil, err
 	}
@@ -446,6 +450,9 @@ func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool)
 	if out != nil {
 		reports.WriteSummary(out, h, &res, isTerminal(out) && !quiet)
 		fmt.Fprintf(out, "report: %s\n", filepath.Join(dir, "report.html"))
+		if witnessed != "" {
+			fmt.Fprintln(out, witnessed)
+		}
 		if res.Verdict == checker.Unsafe {
 			fmt.Fprintf(out, "shrink this run: %s\n", reports.ShrinkCommand(dir))
 		}

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,11 @@ type anomalyView struct {
 	OpsOmitted  int
 	MissingOps  []int64 // named by the anomaly but absent from the history
 	Excerpt     *excerptView
+	// Witness links the anomaly's 1-minimal sub-history (relative to the
+	// run directory); WitnessDir is its directory, WitnessPartial says the
+	// time bound stopped its minimisation.
+	Witness, WitnessDir string
+	WitnessPartial      bool
 }
 
 type opRow struct {
@@ -66,7 +72,7 @@ type eventRow struct {
 // first, then contained ones, then the rest, each group in time order. It
 // returns the shown indices in their original order and the omitted ones.
 func selectAnomalies(as []checker.Anomaly, limit int) (shown, omitted []int) {
-	order := prioritized(as)
+	order := checker.Prioritized(as)
 	if len(order) > limit {
 		omitted = append(omitted, order[limit:]...)
 		order = order[:limit]
@@ -81,7 +87,7 @@ func selectAnomalies(as []checker.Anomaly, limit int) (shown, omitted []int) {
 // the first maxExcerpts of them by severity, an excerpt of the history.
 func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops map[int64]*history.Operation) []anomalyView {
 	withExcerpt := map[int]bool{}
-	for _, i := range prioritized(as) {
+	for _, i := range checker.Prioritized(as) {
 		if len(withExcerpt) == maxExcerpts {
 			break
 		}
@@ -100,6 +106,7 @@ func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops m
 			Clients: intList(a.Clients), Start: secs(a.Start, 2), End: secs(a.End, 2),
 			Duration: dur(a.End - a.Start), Faults: a.Faults, Explanation: a.Explanation,
 			Cause: string(a.Cause), CauseShort: causeShort(string(a.Cause)), CauseWords: causeWords(string(a.Cause)),
+			Witness: a.Witness, WitnessDir: path.Dir(a.Witness), WitnessPartial: a.WitnessPartial,
 		}
 		av.Instant = av.Start == av.End
 		av.ClientsWord = "clients"

@@ -268,7 +268,7 @@ func TestSelectAnomalies(t *testing.T) {
 		{Kind: "dh", Severity: "violation"}, {Kind: "dh", Severity: "violation"}, {Kind: "dh", Severity: "violation"},
 		{Kind: "lu", Severity: "violation"}, {Kind: "sw", Severity: "info"}, {Kind: "dh", Severity: "violation"},
 	}
-	require.Equal(t, []int{0, 3, 1, 2, 5, 4}, prioritized(rep))
+	require.Equal(t, []int{0, 3, 1, 2, 5, 4}, checker.Prioritized(rep))
 	shown, omitted := selectAnomalies(rep, 2)
 	require.Equal(t, []int{0, 3}, shown)
 	require.Equal(t, []int{1, 2, 4, 5}, omitted)

@@ -140,7 +140,7 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 
 	if n := len(r.Anomalies); n > 0 {
 		shown := min(n, maxSummaryAnomalies)
-		pick := append([]int(nil), prioritized(r.Anomalies)[:shown]...)
+		pick := append([]int(nil), checker.Prioritized(r.Anomalies)[:shown]...)
 		sort.Ints(pick)
 		if shown < n {
 			p.printf("\nanomalies (%d of %d: the most severe, one of each kind first):\n", shown, n)
@@ -172,6 +172,9 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 			}
 			for _, l := range wrap(a.Explanation, 92) {
 				p.printf("     %s\n", l)
+			}
+			if a.Witness != "" {
+				p.printf("     witness: %s\n", a.Witness)
 			}
 		}
 		if n > shown {
