@@ -145,8 +145,8 @@ type Needs struct {
 	// IsolatesPrimary: a topology and a backend that can cut the primary
 	// off the network.
 	IsolatesPrimary bool
-	// OwnClock: a scheme that reads its own clock (locks.Traits
-	// ChecksValidity); to any other the fault cannot matter.
+	// OwnClock: a scheme that reads its own clock (history.Traits
+	// ReadsOwnClock); to any other the fault cannot matter.
 	OwnClock bool
 	// Setting is the --param setting these needs come from, e.g.
 	// "failover=isolate"; "" for the fault's own.
