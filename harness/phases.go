@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
@@ -369,20 +371,25 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 	})
 	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
 		Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
-	nemErr := make(chan error, 1)
-	go func() {
-		err := nemesis.RunAll(stop, env, r.plan.Nemeses)
-		if err != nil {
-			stopNow() // a fault that failed: the run is aborted now
-		}
-		nemErr <- err
-	}()
+	// The workload, the faults and the progress lines side by side: the
+	// first error (a fault that failed, a client that misbehaved) ends the
+	// others at once, and the run is aborted; the workload's end ends the
+	// faults. Both errors are kept, for the record.
+	g, gctx := errgroup.WithContext(stop)
+	var wlErr, nErr error
+	g.Go(func() error {
+		nErr = nemesis.RunAll(gctx, env, r.plan.Nemeses)
+		return nErr
+	})
+	g.Go(func() error {
+		defer stopNow()
+		wlErr = wl.Run(ctx, gctx, procs)
+		return wlErr
+	})
 	if !o.Quiet {
-		go progress(stop, r.out, rec, o.TimeLimit)
+		g.Go(func() error { progress(gctx, r.out, rec, o.TimeLimit); return nil })
 	}
-	wlErr := wl.Run(ctx, stop, procs)
-	stopNow()
-	nErr := <-nemErr
+	_ = g.Wait() // wlErr and nErr, both
 	d := driven{detected: det.finish(), interrupted: ctx.Err() != nil}
 	endDetail := "time limit"
 	switch {
