@@ -370,7 +370,7 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 		}
 	})
 	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
-		Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
+		Settings: r.plan.Settings, Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
 	// The workload, the faults and the progress lines side by side: the
 	// first error (a fault that failed, a client that misbehaved) ends the
 	// others at once, and the run is aborted; the workload's end ends the

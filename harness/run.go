@@ -144,7 +144,8 @@ func usage(format string, a ...any) error { return UsageError{fmt.Errorf(format,
 type Plan struct {
 	Scheme   locks.Scheme
 	Nemeses  []nemesis.Nemesis
-	Names    []string // the faults' names, as --nemesis gave them
+	Names    []string         // the faults' names, as --nemesis gave them
+	Settings nemesis.Settings // the faults' --param settings, parsed
 	Topology string
 	Backend  clusters.BackendInfo
 	// Machine is what this machine can do, probed (or Options.Machine).
@@ -220,6 +221,9 @@ func (o *Options) Validate() (Plan, error) {
 	}
 	if err := o.validatePoints(s); err != nil {
 		return Plan{}, err
+	}
+	if p.Settings, err = nemesis.ParseSettings(o.Params); err != nil {
+		return Plan{}, UsageError{err}
 	}
 	return p, nil
 }

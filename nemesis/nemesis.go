@@ -30,6 +30,9 @@ type Env struct {
 	Seed     int64
 	Net      *netns.Net        // the run's network; nil when it has none
 	Params   map[string]string // --param settings (e.g. partition=isolate-holder)
+	// Settings are the faults' own --param settings, parsed once
+	// (ParseSettings); the zero value: every fault's defaults.
+	Settings Settings
 	// Wait: the clients acquire with a blocking acquire (--wait), so a
 	// client fault can also strike a waiter (locks.PointWaiting).
 	Wait bool
