@@ -24,7 +24,7 @@ import (
 type Backend struct{}
 
 // Name returns "local".
-func (Backend) Name() string { return "local" }
+func (Backend) Name() string { return string(clusters.Local) }
 
 // Start starts the topology in s.
 func (Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locktest/locktest/campaigns"
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/reports"
 )
 
@@ -141,7 +142,7 @@ why). locktest report --merge OUT DIR... makes one campaign of them.
 	fl.Int64Var(&o.Seed, "seed", 1, "seed of every cell's first run")
 	fl.IntVar(&o.Parallel, "parallel", 1, "cells run at once (each has its own servers, ports and namespaces)")
 	fl.BoolVar(&o.Quiet, "quiet", false, "plain progress lines instead of a live status line")
-	fl.StringVar(&o.Cluster, "cluster", "local", "where every run starts its servers: local (processes on this host) or docker (containers; cells whose topology it does not run are n/a)")
+	fl.StringVar(&o.Cluster, "cluster", string(clusters.Local), "where every run starts its servers: local (processes on this host) or docker (containers; cells whose topology it does not run are n/a)")
 	fl.BoolVar(&o.NoReuse, "no-reuse", false, "start a cluster for every run instead of sharing started ones across cells")
 	fl.BoolVar(&o.StopEarly, "stop-early", true, "stop each run at its first certain violation (anomaly counts are then lower bounds); --stop-early=false runs full time limits (overrides stop_early in --config)")
 	fl.StringVar(&o.Shard, "shard", "", "run shard K of N of the campaign (e.g. 2/4): a share of its runs fixed by the plan alone, with the whole campaign's seeds; 'locktest report --merge' makes one campaign of the N directories")
