@@ -6,6 +6,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// everyFault sets every fault's --param, and one of a server's that no
+// fault reads.
+var everyFault = map[string]string{"pause": "0.1..0.3", "pause-at": "after-grant, after-check", "crash-at": "after-setnx",
+	"pause-server": "leader", "kill": "leader", "clock": "forward,back", "failover": " isolate ", "partition": "split,isolate-holder", "redis-port": "1"}
+
 // ParseSettings reads each fault's --param once: the zero value is every
 // fault's default, a value is read as the fault used to read it in its
 // Run, and a bad one is refused as CheckParam refuses it.
@@ -27,8 +32,7 @@ func TestParseSettings(t *testing.T) {
 			require.Equal(t, [2]float64{1.5, 3}, [2]float64{lo, hi})
 			require.Equal(t, []int{1}, Settings{}.ClockDirections())
 		}, ""},
-		{"every fault's", map[string]string{"pause": "0.1..0.3", "pause-at": "after-grant, after-check", "crash-at": "after-setnx",
-			"pause-server": "leader", "kill": "leader", "clock": "forward,back", "failover": " isolate ", "partition": "split,isolate-holder", "redis-port": "1"},
+		{"every fault's", everyFault,
 			func(t *testing.T, s Settings) {
 				lo, hi := s.PauseLengths()
 				require.Equal(t, [2]float64{0.1, 0.3}, [2]float64{lo, hi})
