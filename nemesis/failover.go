@@ -57,12 +57,8 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 	if !ok {
 		return fmt.Errorf("topology %s cannot fail over: it has no primary with a replica to promote", env.Cluster.Topology())
 	}
-	mode, err := ParseFailover(env.Params["failover"])
-	if err != nil {
-		return err
-	}
 	failPrimary, how, back := fo.FailPrimary, "fail", "rejoined as a replica"
-	if mode == FailoverIsolate {
+	if env.Settings.Failover == FailoverIsolate {
 		iso, ok := env.Cluster.(clusters.Isolator)
 		if !ok || env.Net == nil {
 			return fmt.Errorf("failover=isolate: topology %s cannot isolate its primary (redis-sentinel with the network layer can)", env.Cluster.Topology())

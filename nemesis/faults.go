@@ -51,15 +51,8 @@ func ParsePause(s string) (lo, hi float64, err error) {
 }
 
 func (*pause) Run(ctx context.Context, env *Env) error {
-	lo, hi, err := ParsePause(env.Params["pause"])
-	if err != nil {
-		return err
-	}
-	at, err := ParsePoints(env.Params["pause-at"])
-	if err != nil {
-		return err
-	}
-	f := &clientFault{env: env, ctx: ctx, r: rng(env, "pause"), name: "pause", at: at, lo: lo, hi: hi}
+	lo, hi := env.Settings.PauseLengths()
+	f := &clientFault{env: env, ctx: ctx, r: rng(env, "pause"), name: "pause", at: env.Settings.PauseAt, lo: lo, hi: hi}
 	return f.run()
 }
 
@@ -70,11 +63,7 @@ type crashClient struct{}
 func (*crashClient) Name() string { return "crash-client" }
 
 func (*crashClient) Run(ctx context.Context, env *Env) error {
-	at, err := ParsePoints(env.Params["crash-at"])
-	if err != nil {
-		return err
-	}
-	f := &clientFault{env: env, ctx: ctx, r: rng(env, "crash-client"), name: "crash-client", crash: true, at: at}
+	f := &clientFault{env: env, ctx: ctx, r: rng(env, "crash-client"), name: "crash-client", crash: true, at: env.Settings.CrashAt}
 	return f.run()
 }
 
@@ -436,7 +425,7 @@ const turnWait = 10 * time.Second
 func (*pauseServer) Run(ctx context.Context, env *Env) error {
 	r := rng(env, "pause-server")
 	nodes := env.Cluster.Nodes()
-	param := env.Params["pause-server"]
+	param := env.Settings.PauseServer
 	grants := grantSignal(env)
 	for sleep.For(ctx, between(r, time.Second, 3*time.Second)) {
 		// Freeze right after a grant (as kill strikes): a server frozen
@@ -581,7 +570,7 @@ func (*killServer) Run(ctx context.Context, env *Env) error {
 // grant: asking the ensemble takes longer than a short hold.
 func killVictims(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node, grants chan struct{}) ([]clusters.Node, error) {
 	var leader clusters.Node
-	if env.Params["kill"] == "leader" {
+	if env.Settings.Kill == "leader" {
 		var err error
 		if leader, err = target(ctx, env, r, nodes, "leader"); err != nil {
 			return nil, err

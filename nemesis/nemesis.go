@@ -30,6 +30,9 @@ type Env struct {
 	Seed     int64
 	Net      *netns.Net        // the run's network; nil when it has none
 	Params   map[string]string // --param settings (e.g. partition=isolate-holder)
+	// Settings are the faults' own --param settings, parsed once
+	// (ParseSettings); the zero value: every fault's defaults.
+	Settings Settings
 	// Wait: the clients acquire with a blocking acquire (--wait), so a
 	// client fault can also strike a waiter (locks.PointWaiting).
 	Wait bool
@@ -145,8 +148,8 @@ type Needs struct {
 	// IsolatesPrimary: a topology and a backend that can cut the primary
 	// off the network.
 	IsolatesPrimary bool
-	// OwnClock: a scheme that reads its own clock (locks.Traits
-	// ChecksValidity); to any other the fault cannot matter.
+	// OwnClock: a scheme that reads its own clock (history.Traits
+	// ReadsOwnClock); to any other the fault cannot matter.
 	OwnClock bool
 	// Setting is the --param setting these needs come from, e.g.
 	// "failover=isolate"; "" for the fault's own.
