@@ -16,7 +16,7 @@ func checkFast(t *testing.T, line []byte) bool {
 	t.Helper()
 	var want, got Event
 	werr := json.Unmarshal(line, &want)
-	ok := decodeEventFast(line, &got)
+	ok := decodeEventFast(line, &got, nil)
 	if werr != nil {
 		require.False(t, ok, "fast path accepted what encoding/json rejects: %q (%v)", line, werr)
 		return false

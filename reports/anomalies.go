@@ -125,10 +125,22 @@ func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops m
 		}
 		out = append(out, av)
 	}
+	var excerpted []int // positions in out
+	var spans []history.Span
 	for k, i := range shown {
 		if withExcerpt[i] && isShown[i] {
-			out[k].Excerpt = excerpt(h, as[i], rowed)
+			excerpted = append(excerpted, k)
+			spans = append(spans, excerptSpan(as[i]))
 		}
+	}
+	// One read of the events for all excerpts (a loaded history keeps
+	// only its operations, and reads the events back from its file).
+	events, err := h.EventsWithin(spans)
+	if err != nil {
+		return out // no excerpts: the rest of the page stands
+	}
+	for n, k := range excerpted {
+		out[k].Excerpt = excerpt(events[n], as[shown[k]], rowed)
 	}
 	return out
 }
@@ -158,15 +170,23 @@ func opRowFor(o *history.Operation) opRow {
 	return row
 }
 
-// excerpt returns the events from excerptPad before the anomaly to
-// excerptPad after it. When there are more than maxExcerptRows, it keeps
-// the events of the anomaly's clients, its operations and the faults, and
-// then those closest to the anomaly's start.
-func excerpt(h *history.History, a checker.Anomaly, rowed map[int64]bool) *excerptView {
+// excerptSpan is the time an anomaly's excerpt covers: from excerptPad
+// before the anomaly to excerptPad after it.
+func excerptSpan(a checker.Anomaly) history.Span {
 	from, to := a.Start-excerptPad, a.End+excerptPad
 	if a.End < a.Start {
 		to = a.Start + excerptPad
 	}
+	return history.Span{From: from, To: to}
+}
+
+// excerpt returns the events of excerptSpan(a), given as events. When
+// there are more than maxExcerptRows, it keeps the events of the anomaly's
+// clients, its operations and the faults, and then those closest to the
+// anomaly's start.
+func excerpt(events []history.Event, a checker.Anomaly, rowed map[int64]bool) *excerptView {
+	span := excerptSpan(a)
+	from, to := span.From, span.To
 	hotOp := map[int64]bool{}
 	for _, id := range a.Ops {
 		hotOp[id] = true
@@ -175,18 +195,16 @@ func excerpt(h *history.History, a checker.Anomaly, rowed map[int64]bool) *excer
 	for _, c := range a.Clients {
 		involved[c] = true
 	}
-	var in []int
-	for i := range h.Events {
-		if t := h.Events[i].Time; t >= from && t <= to {
-			in = append(in, i)
-		}
+	in := make([]int, len(events))
+	for i := range events {
+		in[i] = i
 	}
 	ev := &excerptView{From: secs(max(from, 0), 3), To: secs(to, 3), Total: len(in)}
 	keep := in
 	if len(keep) > maxExcerptRows {
 		var pri, rest []int
 		for _, i := range keep {
-			e := h.Events[i]
+			e := events[i]
 			if involved[e.Client] || hotOp[e.OpID] {
 				pri = append(pri, i)
 			} else {
@@ -194,14 +212,14 @@ func excerpt(h *history.History, a checker.Anomaly, rowed map[int64]bool) *excer
 			}
 		}
 		if len(pri) >= maxExcerptRows {
-			keep = closest(h.Events, pri, a.Start, maxExcerptRows)
+			keep = closest(events, pri, a.Start, maxExcerptRows)
 		} else {
-			keep = append(pri, closest(h.Events, rest, a.Start, maxExcerptRows-len(pri))...)
+			keep = append(pri, closest(events, rest, a.Start, maxExcerptRows-len(pri))...)
 			sort.Ints(keep)
 		}
 	}
 	for _, i := range keep {
-		e := h.Events[i]
+		e := events[i]
 		row := eventRow{
 			Seq: e.Seq, Time: secs(e.Time, 3), Type: string(e.Type), Op: string(e.Op), OpID: e.OpID,
 			Text: eventText(e), Class: string(e.Type),

@@ -311,7 +311,9 @@ func TestExcerpt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := excerpt(h, tc.a, map[int64]bool{id: true})
+			events, err := h.EventsWithin([]history.Span{excerptSpan(tc.a)})
+			require.NoError(t, err)
+			ev := excerpt(events[0], tc.a, map[int64]bool{id: true})
 			require.GreaterOrEqual(t, ev.Total, tc.minTotal)
 			require.Len(t, ev.Rows, tc.rows)
 			found := false

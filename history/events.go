@@ -1,0 +1,60 @@
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// Span is a closed interval of history time, in ns.
+type Span struct{ From, To int64 }
+
+// EventsWithin returns, for each span, the history's events whose time
+// lies in it, in file order. A Lean history reads them back from its file
+// in one pass (an error if it cannot); any other takes them from Events.
+func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
+	out := make([][]Event, len(spans))
+	take := func(e *Event) {
+		for i, s := range spans {
+			if e.Time >= s.From && e.Time <= s.To {
+				out[i] = append(out[i], *e)
+			}
+		}
+	}
+	if !h.Lean {
+		for i := range h.Events {
+			take(&h.Events[i])
+		}
+		return out, nil
+	}
+	if len(spans) == 0 {
+		return out, nil
+	}
+	f, err := os.Open(h.Source)
+	if err != nil {
+		return nil, fmt.Errorf("read the history's events again: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	var in interner
+	for sc.Scan() {
+		raw := sc.Bytes()
+		if len(raw) == 0 {
+			continue
+		}
+		var e Event
+		if !decodeEventFast(raw, &e, &in) {
+			e = Event{}
+			if json.Unmarshal(raw, &e) != nil {
+				continue // a torn line, which Load dropped too
+			}
+		}
+		take(&e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read the history's events again: %w", err)
+	}
+	return out, nil
+}
