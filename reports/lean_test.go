@@ -41,7 +41,7 @@ func TestLeanLoadSameResults(t *testing.T) {
 		files = append(files, writeEvents(t, filepath.Join(gen, "histgen-"+string(rune('a'+i))+".jsonl"), histgen.Generate(cfg).Events))
 	}
 	for i, cfg := range []lostgen.Config{
-		{Seed: 5, Ops: 20000, Clients: 50, Lost: 0.02, Double: 3, Mix: lostgen.MixCertain},
+		{Seed: 1, Ops: 10000, Clients: 50, Lost: 0.01, Double: 5, Mix: lostgen.MixCertain},
 		{Seed: 6, Ops: 20000, Clients: 10, Lost: 0.01, Resource: true},
 	} {
 		dir := filepath.Join(gen, "lostgen-"+string(rune('a'+i)))
@@ -54,6 +54,9 @@ func TestLeanLoadSameResults(t *testing.T) {
 		t.Run(filepath.Base(filepath.Dir(f))+"/"+filepath.Base(f), func(t *testing.T) {
 			whole := checkedPages(t, f, false)
 			lean := checkedPages(t, f, true)
+			// A search cut by its time budget stops at a point that
+			// depends on the machine: these histories must be decided.
+			require.NotContains(t, whole.results, `"out_of_time": true`, "pick histories the checks decide within their budgets")
 			require.Equal(t, whole.results, lean.results, "results.json")
 			require.Equal(t, whole.report, lean.report, "report.html")
 			require.Equal(t, whole.linearization, lean.linearization, "linearization.html")
