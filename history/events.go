@@ -39,12 +39,13 @@ func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
 	var in interner
+	var e Event // one, reused: it escapes (json.Unmarshal)
 	for sc.Scan() {
 		raw := sc.Bytes()
 		if len(raw) == 0 {
 			continue
 		}
-		var e Event
+		e = Event{}
 		if !decodeEventFast(raw, &e, &in) {
 			e = Event{}
 			if json.Unmarshal(raw, &e) != nil {

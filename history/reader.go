@@ -125,6 +125,7 @@ func parse(r io.Reader, keep keptEvents, size int64) (*History, error) {
 	var in interner
 	var bad, built error // the first undecodable line; the first event that does not fit
 	line := 0
+	var e Event // one, reused: it escapes (json.Unmarshal)
 	for sc.Scan() {
 		line++
 		if bad != nil {
@@ -134,7 +135,7 @@ func parse(r io.Reader, keep keptEvents, size int64) (*History, error) {
 		if len(raw) == 0 {
 			continue
 		}
-		var e Event
+		e = Event{}
 		if !decodeEventFast(raw, &e, &in) {
 			e = Event{}
 			if err := json.Unmarshal(raw, &e); err != nil {
