@@ -17,7 +17,7 @@ func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
 	out := make([][]Event, len(spans))
 	take := func(e *Event) {
 		for i, s := range spans {
-			if e.Time >= s.From && e.Time <= s.To {
+			if s.contains(e.Time) {
 				out[i] = append(out[i], *e)
 			}
 		}
@@ -45,6 +45,9 @@ func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
 		if len(raw) == 0 {
 			continue
 		}
+		if t, ok := leadingTime(raw); ok && !within(spans, t) {
+			continue
+		}
 		e = Event{}
 		if !decodeEventFast(raw, &e, &in) {
 			e = Event{}
@@ -58,4 +61,31 @@ func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
 		return nil, fmt.Errorf("read the history's events again: %w", err)
 	}
 	return out, nil
+}
+
+func (s Span) contains(t int64) bool { return t >= s.From && t <= s.To }
+
+func within(spans []Span, t int64) bool {
+	for _, s := range spans {
+		if s.contains(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// leadingTime reads the time of a line that starts as the recorder writes
+// them, {"seq":N,"time":T, without decoding the rest; ok false for any
+// other line, which is then decoded.
+func leadingTime(b []byte) (int64, bool) {
+	const seq, time = `{"seq":`, `,"time":`
+	if len(b) < len(seq) || string(b[:len(seq)]) != seq {
+		return 0, false
+	}
+	_, i, ok := plainInt(b, len(seq))
+	if !ok || len(b) < i+len(time) || string(b[i:i+len(time)]) != time {
+		return 0, false
+	}
+	t, _, ok := plainInt(b, i+len(time))
+	return t, ok
 }

@@ -107,3 +107,31 @@ func FuzzDecodeEvent(f *testing.F) {
 		checkFast(t, b)
 	})
 }
+
+// TestLeadingTime: the time read from a line's start is the one the line
+// decodes to, and only lines in the recorder's shape are read that way.
+func TestLeadingTime(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		time int64
+		ok   bool
+	}{
+		{`{"seq":3,"time":97791025,"type":"invoke","client":41}`, 97791025, true},
+		{`{"seq":0,"time":0,"type":"run","info":{"time":5}}`, 0, true},
+		{`{"seq":3,"time":-7,"type":"note"}`, -7, true},
+		{`{"time":5,"seq":3}`, 0, false},
+		{`{"seq":3, "time":5}`, 0, false},
+		{`{"seq":3,"time":5.5}`, 0, false},
+		{`{"seq":3,"time":"5"}`, 0, false},
+		{`{"seq":3`, 0, false},
+	} {
+		got, ok := leadingTime([]byte(c.line))
+		require.Equal(t, c.ok, ok, c.line)
+		if ok {
+			require.Equal(t, c.time, got, c.line)
+			var e Event
+			require.NoError(t, json.Unmarshal([]byte(c.line), &e))
+			require.Equal(t, e.Time, got, c.line)
+		}
+	}
+}
