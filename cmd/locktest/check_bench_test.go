@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/internal/lostgen"
+)
+
+// wholeCheckShape is a history `locktest check` is measured on, end to end
+// (load, every property, results.json, both pages), and the exit code it
+// must give.
+type wholeCheckShape struct {
+	name string
+	cfg  lostgen.Config
+	code int
+}
+
+// wholeCheckShapes are issue 17's shape (internal/lostgen: one 50 ms lease
+// lock, lost answers open for the 1 s op timeout, half of them applied),
+// the first its "done when" case: 1M operations, 50 clients, 1% lost, no
+// violation.
+var wholeCheckShapes = []wholeCheckShape{
+	{"1M ops, 50 clients, 1% lost, valid", lostgen.Config{Seed: 1, Ops: 1_000_000, Clients: 50, Lost: 0.01, Mix: lostgen.MixMixed}, exitSafe},
+	{"1M ops, 50 clients, 1% lost, 20 double grants", lostgen.Config{Seed: 1, Ops: 1_000_000, Clients: 50, Lost: 0.01, Double: 20, Mix: lostgen.MixMixed}, exitUnsafe},
+	{"100k ops, 50 clients, 5% lost, valid", lostgen.Config{Seed: 1, Ops: 100_000, Clients: 50, Lost: 0.05, Mix: lostgen.MixMixed}, exitSafe},
+	{"100k ops, 50 clients, 5% lost, 5 double grants", lostgen.Config{Seed: 1, Ops: 100_000, Clients: 50, Lost: 0.05, Double: 5, Mix: lostgen.MixCertain}, exitUnsafe},
+}
+
+// wholeCheck is one `locktest check DIR` as a user runs it: its wall time,
+// CPU time (user and system) and peak resident memory.
+type wholeCheck struct {
+	wall, cpu time.Duration
+	rssMB     float64
+}
+
+// checkWhole runs the binary's check on dir and fails unless it exits with
+// code and writes results.json with a decided linearizable property.
+func checkWhole(tb testing.TB, dir string, code int) wholeCheck {
+	tb.Helper()
+	cmd := exec.Command(bin, "check", "--quiet", dir)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	t0 := time.Now()
+	err := cmd.Run()
+	wall := time.Since(t0)
+	var ee *exec.ExitError
+	got := 0
+	if errors.As(err, &ee) {
+		got = ee.ExitCode()
+	} else if err != nil {
+		tb.Fatal(err)
+	}
+	require.Equal(tb, code, got, "exit code of locktest check %s:\n%s", dir, out.String())
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	require.NoError(tb, err)
+	var res struct {
+		Properties []struct{ Name, Status string } `json:"properties"`
+	}
+	require.NoError(tb, json.Unmarshal(b, &res))
+	for _, p := range res.Properties {
+		if p.Name == "linearizable" {
+			require.Contains(tb, []string{"pass", "fail"}, p.Status, "linearizable decided")
+		}
+	}
+	ps := cmd.ProcessState
+	ru, _ := ps.SysUsage().(*syscall.Rusage)
+	rss := 0.0
+	if ru != nil {
+		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
+	}
+	return wholeCheck{wall: wall, cpu: ps.UserTime() + ps.SystemTime(), rssMB: rss}
+}
+
+// writeShape writes the history of s in a new run directory under parent,
+// with internal/lostgen's command in a process of its own: the peak RSS
+// the kernel reports for a child counts its parent's at the fork (Go
+// starts children with vfork, on the parent's memory), so the measuring
+// process must never hold a large history.
+func writeShape(tb testing.TB, parent string, s wholeCheckShape) string {
+	tb.Helper()
+	lostgenOnce.Do(func() {
+		lostgenBin = filepath.Join(filepath.Dir(bin), "lostgen")
+		out, err := exec.Command("go", "build", "-o", lostgenBin, "../../internal/lostgen/cmd/lostgen").CombinedOutput()
+		lostgenErr = errors.Join(err, errors.New(string(out)))
+		if err == nil {
+			lostgenErr = nil
+		}
+	})
+	require.NoError(tb, lostgenErr)
+	dir := filepath.Join(parent, "run")
+	c := s.cfg
+	out, err := exec.Command(lostgenBin, "-out", dir, "-seed", fmt.Sprint(c.Seed), "-ops", fmt.Sprint(c.Ops), "-clients", fmt.Sprint(c.Clients),
+		"-lost", fmt.Sprint(c.Lost), "-double", fmt.Sprint(c.Double), "-mix", string(c.Mix)).CombinedOutput()
+	require.NoError(tb, err, "%s", out)
+	return dir
+}
+
+var (
+	lostgenOnce sync.Once
+	lostgenBin  string
+	lostgenErr  error
+)
+
+// BenchmarkCheckWhole runs `locktest check DIR` (the built binary) on
+// each shape; besides the time per check it reports the check's CPU time
+// and peak resident memory (the largest over the iterations).
+//
+//	go test ./cmd/locktest/ -run XXX -bench CheckWhole -benchtime 3x -timeout 30m
+func BenchmarkCheckWhole(b *testing.B) {
+	if testing.Short() {
+		b.Skip("histories of up to 1M operations: not with -short")
+	}
+	for _, s := range wholeCheckShapes {
+		b.Run(strings.ReplaceAll(s.name, " ", ""), func(b *testing.B) {
+			dir := writeShape(b, b.TempDir(), s)
+			var cpu time.Duration
+			rss := 0.0
+			b.ResetTimer()
+			for range b.N {
+				c := checkWhole(b, dir, s.code)
+				cpu += c.cpu
+				rss = max(rss, c.rssMB)
+			}
+			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+			b.ReportMetric(rss, "peak-MB")
+		})
+	}
+}
+
+// TestWholeCheckTable prints checker/README.md's "Whole check" table: each
+// shape checked 5 times by the binary, the median wall and CPU time, the
+// largest peak RSS, and the load average of the machine (1 minute) before
+// and after. A measurement, run only with LOCKTEST_PROBE=1:
+//
+//	LOCKTEST_PROBE=1 go test ./cmd/locktest/ -run TestWholeCheckTable -v -timeout 30m
+func TestWholeCheckTable(t *testing.T) {
+	if os.Getenv("LOCKTEST_PROBE") == "" {
+		t.Skip("a measurement: set LOCKTEST_PROBE=1")
+	}
+	fmt.Println("| history (issue 17's shape) | verdict | median wall s | median CPU s | peak RSS MB | load average (1 min) before, after |")
+	fmt.Println("|---|---|---:|---:|---:|---|")
+	for _, s := range wholeCheckShapes {
+		dir := writeShape(t, t.TempDir(), s)
+		before := loadAverage(t)
+		var walls, cpus []float64
+		rss := 0.0
+		for range 5 {
+			c := checkWhole(t, dir, s.code)
+			walls, cpus = append(walls, c.wall.Seconds()), append(cpus, c.cpu.Seconds())
+			rss = max(rss, c.rssMB)
+		}
+		verdict := map[int]string{exitSafe: "safe", exitUnsafe: "unsafe"}[s.code]
+		fmt.Printf("| %s | %s | %.2f | %.2f | %.0f | %s, %s |\n", s.name, verdict, median(walls), median(cpus), rss, before, loadAverage(t))
+	}
+}
+
+// loadAverage is the machine's 1-minute load average.
+func loadAverage(t *testing.T) string {
+	b, err := os.ReadFile("/proc/loadavg")
+	require.NoError(t, err)
+	return strings.Fields(string(b))[0]
+}
