@@ -1,8 +1,6 @@
 package history
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"os"
 )
@@ -36,8 +34,7 @@ func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
 		return nil, fmt.Errorf("read the history's events again: %w", err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	sc := lineScanner(f)
 	var in interner
 	var e Event // one, reused: it escapes (json.Unmarshal)
 	for sc.Scan() {
@@ -48,12 +45,8 @@ func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
 		if t, ok := leadingTime(raw); ok && !within(spans, t) {
 			continue
 		}
-		e = Event{}
-		if !decodeEventFast(raw, &e, &in) {
-			e = Event{}
-			if json.Unmarshal(raw, &e) != nil {
-				continue // a torn line, which Load dropped too
-			}
+		if decodeLine(raw, &e, &in) != nil {
+			continue // a torn last line, which Load dropped too
 		}
 		take(&e)
 	}

@@ -119,8 +119,7 @@ func Parse(r io.Reader) (*History, error) {
 // parse reads a history from r, keeping the events keep says; size, when known, is the size of the file, from which
 // it reserves room for the operations.
 func parse(r io.Reader, keep keptEvents, size int64) (*History, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	sc := lineScanner(r)
 	b := builder{keep: keep, opsHint: int(size / bytesPerOpHint)}
 	var in interner
 	var bad, built error // the first undecodable line; the first event that does not fit
@@ -135,13 +134,9 @@ func parse(r io.Reader, keep keptEvents, size int64) (*History, error) {
 		if len(raw) == 0 {
 			continue
 		}
-		e = Event{}
-		if !decodeEventFast(raw, &e, &in) {
-			e = Event{}
-			if err := json.Unmarshal(raw, &e); err != nil {
-				bad = fmt.Errorf("line %d: %w", line, err)
-				continue
-			}
+		if err := decodeLine(raw, &e, &in); err != nil {
+			bad = fmt.Errorf("line %d: %w", line, err)
+			continue
 		}
 		if built == nil {
 			built = b.add(&e)
@@ -161,6 +156,24 @@ func parse(r io.Reader, keep keptEvents, size int64) (*History, error) {
 		h.Truncated = true
 	}
 	return h, nil
+}
+
+// lineScanner reads a history's lines, up to 16 MiB each.
+func lineScanner(r io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	return sc
+}
+
+// decodeLine decodes one line into e, on the fast path where it can
+// (decodeEventFast), else with encoding/json.
+func decodeLine(raw []byte, e *Event, in *interner) error {
+	*e = Event{}
+	if decodeEventFast(raw, e, in) {
+		return nil
+	}
+	*e = Event{}
+	return json.Unmarshal(raw, e)
 }
 
 // bytesPerOpHint is fewer bytes than an operation's two lines take in a
