@@ -43,13 +43,18 @@ var wholeCheckShapes = []wholeCheckShape{
 type wholeCheck struct {
 	wall, cpu time.Duration
 	rssMB     float64
+	code      int // exit code
 }
 
-// checkWhole runs the binary's check on dir and fails unless it exits with
-// code and writes results.json with a decided linearizable property.
-func checkWhole(tb testing.TB, dir string, code int) wholeCheck {
+// anyCode: checkWith takes whatever exit code the check gives.
+const anyCode = -1
+
+// checkWith runs binary's check on dir and fails unless it exits with code
+// (or any, anyCode) and writes results.json with a decided linearizable
+// property (when code is not anyCode).
+func checkWith(tb testing.TB, binary, dir string, code int) wholeCheck {
 	tb.Helper()
-	cmd := exec.Command(bin, "check", "--quiet", dir)
+	cmd := exec.Command(binary, "check", "--quiet", dir)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	t0 := time.Now()
@@ -61,6 +66,16 @@ func checkWhole(tb testing.TB, dir string, code int) wholeCheck {
 		got = ee.ExitCode()
 	} else if err != nil {
 		tb.Fatal(err)
+	}
+	ps := cmd.ProcessState
+	ru, _ := ps.SysUsage().(*syscall.Rusage)
+	rss := 0.0
+	if ru != nil {
+		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
+	}
+	c := wholeCheck{wall: wall, cpu: ps.UserTime() + ps.SystemTime(), rssMB: rss, code: got}
+	if code == anyCode {
+		return c
 	}
 	require.Equal(tb, code, got, "exit code of locktest check %s:\n%s", dir, out.String())
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
@@ -74,13 +89,7 @@ func checkWhole(tb testing.TB, dir string, code int) wholeCheck {
 			require.Contains(tb, []string{"pass", "fail"}, p.Status, "linearizable decided")
 		}
 	}
-	ps := cmd.ProcessState
-	ru, _ := ps.SysUsage().(*syscall.Rusage)
-	rss := 0.0
-	if ru != nil {
-		rss = float64(ru.Maxrss) / 1024 // KiB on Linux
-	}
-	return wholeCheck{wall: wall, cpu: ps.UserTime() + ps.SystemTime(), rssMB: rss}
+	return c
 }
 
 // writeShape writes the history of s in a new run directory under parent,
@@ -129,7 +138,7 @@ func BenchmarkCheckWhole(b *testing.B) {
 			rss := 0.0
 			b.ResetTimer()
 			for range b.N {
-				c := checkWhole(b, dir, s.code)
+				c := checkWith(b, bin, dir, s.code)
 				cpu += c.cpu
 				rss = max(rss, c.rssMB)
 			}
@@ -142,28 +151,63 @@ func BenchmarkCheckWhole(b *testing.B) {
 // TestWholeCheckTable prints checker/README.md's "Whole check" table: each
 // shape checked 5 times by the binary, the median wall and CPU time, the
 // largest peak RSS, and the load average of the machine (1 minute) before
-// and after. A measurement, run only with LOCKTEST_PROBE=1:
+// and after. With LOCKTEST_BASE_BIN set to another build of locktest
+// (main's, say), each check of this one is followed by one of that one,
+// on the same history, and the table gets its verdict, median CPU time and
+// peak RSS. A measurement, run only with LOCKTEST_PROBE=1:
 //
 //	LOCKTEST_PROBE=1 go test ./cmd/locktest/ -run TestWholeCheckTable -v -timeout 30m
 func TestWholeCheckTable(t *testing.T) {
 	if os.Getenv("LOCKTEST_PROBE") == "" {
 		t.Skip("a measurement: set LOCKTEST_PROBE=1")
 	}
-	fmt.Println("| history (issue 17's shape) | verdict | median wall s | median CPU s | peak RSS MB | load average (1 min) before, after |")
-	fmt.Println("|---|---|---:|---:|---:|---|")
+	base := os.Getenv("LOCKTEST_BASE_BIN")
+	head, rule := "| history (issue 17's shape) | verdict | median wall s | median CPU s | peak RSS MB |", "|---|---|---:|---:|---:|"
+	if base != "" {
+		head, rule = head+" base: verdict | base: median CPU s | base: peak RSS MB |", rule+"---|---:|---:|"
+	}
+	fmt.Println(head + " load average (1 min) before, after |")
+	fmt.Println(rule + "---|")
 	for _, s := range wholeCheckShapes {
 		dir := writeShape(t, t.TempDir(), s)
 		before := loadAverage(t)
-		var walls, cpus []float64
-		rss := 0.0
+		var this, that wholeChecks
 		for range 5 {
-			c := checkWhole(t, dir, s.code)
-			walls, cpus = append(walls, c.wall.Seconds()), append(cpus, c.cpu.Seconds())
-			rss = max(rss, c.rssMB)
+			this.add(checkWith(t, bin, dir, s.code))
+			if base != "" {
+				that.add(checkWith(t, base, dir, anyCode))
+			}
 		}
-		verdict := map[int]string{exitSafe: "safe", exitUnsafe: "unsafe"}[s.code]
-		fmt.Printf("| %s | %s | %.2f | %.2f | %.0f | %s, %s |\n", s.name, verdict, median(walls), median(cpus), rss, before, loadAverage(t))
+		row := fmt.Sprintf("| %s | %s | %.2f | %.2f | %.0f |", s.name, verdictOf(s.code), median(this.walls), median(this.cpus), this.rss)
+		if base != "" {
+			row += fmt.Sprintf(" %s | %.2f | %.0f |", verdictOf(that.code), median(that.cpus), that.rss)
+		}
+		fmt.Printf("%s %s, %s |\n", row, before, loadAverage(t))
 	}
+}
+
+// wholeChecks gathers the checks of one binary on one history.
+type wholeChecks struct {
+	walls, cpus []float64
+	rss         float64
+	code        int // the last exit code
+}
+
+func (w *wholeChecks) add(c wholeCheck) {
+	w.walls, w.cpus = append(w.walls, c.wall.Seconds()), append(w.cpus, c.cpu.Seconds())
+	w.rss, w.code = max(w.rss, c.rssMB), c.code
+}
+
+func verdictOf(code int) string {
+	switch code {
+	case exitSafe:
+		return "safe"
+	case exitUnsafe:
+		return "unsafe"
+	case exitInconclusive:
+		return "inconclusive"
+	}
+	return fmt.Sprint("exit ", code)
 }
 
 // loadAverage is the machine's 1-minute load average.
