@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -99,15 +98,12 @@ func checkWith(tb testing.TB, binary, dir string, code int) wholeCheck {
 // process must never hold a large history.
 func writeShape(tb testing.TB, parent string, s wholeCheckShape) string {
 	tb.Helper()
-	lostgenOnce.Do(func() {
-		lostgenBin = filepath.Join(filepath.Dir(bin), "lostgen")
-		out, err := exec.Command("go", "build", "-o", lostgenBin, "../../internal/lostgen/cmd/lostgen").CombinedOutput()
-		lostgenErr = errors.Join(err, errors.New(string(out)))
-		if err == nil {
-			lostgenErr = nil
-		}
-	})
-	require.NoError(tb, lostgenErr)
+	if lostgenBin == "" { // built once, next to the binary (these tests are not parallel)
+		path := filepath.Join(filepath.Dir(bin), "lostgen")
+		out, err := exec.Command("go", "build", "-o", path, "../../internal/lostgen/cmd/lostgen").CombinedOutput()
+		require.NoError(tb, err, "%s", out)
+		lostgenBin = path
+	}
 	dir := filepath.Join(parent, "run")
 	c := s.cfg
 	out, err := exec.Command(lostgenBin, "-out", dir, "-seed", fmt.Sprint(c.Seed), "-ops", fmt.Sprint(c.Ops), "-clients", fmt.Sprint(c.Clients),
@@ -116,11 +112,8 @@ func writeShape(tb testing.TB, parent string, s wholeCheckShape) string {
 	return dir
 }
 
-var (
-	lostgenOnce sync.Once
-	lostgenBin  string
-	lostgenErr  error
-)
+// lostgenBin is internal/lostgen's command, once built.
+var lostgenBin string
 
 // BenchmarkCheckWhole runs `locktest check DIR` (the built binary) on
 // each shape; besides the time per check it reports the check's CPU time
