@@ -5,27 +5,40 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
 // checkFast asserts that decodeEventFast either declines line or decodes
-// it exactly as encoding/json does, and declines whatever json rejects.
+// it exactly as encoding/json does, and declines whatever json rejects,
+// with and without sharing strings (through sharedStrings, which has seen
+// the lines checked before).
 func checkFast(t *testing.T, line []byte) bool {
 	t.Helper()
-	var want, got Event
+	var want, got, shared Event
 	werr := json.Unmarshal(line, &want)
 	ok := decodeEventFast(line, &got, nil)
+	sharedMu.Lock()
+	okShared := decodeEventFast(line, &shared, &sharedStrings)
+	sharedMu.Unlock()
+	require.Equal(t, ok, okShared, "line %q", line)
 	if werr != nil {
 		require.False(t, ok, "fast path accepted what encoding/json rejects: %q (%v)", line, werr)
 		return false
 	}
 	if ok {
 		require.Equal(t, want, got, "line %q", line)
+		require.Equal(t, want, shared, "line %q, strings shared", line)
 	}
 	return ok
 }
+
+var (
+	sharedMu      sync.Mutex
+	sharedStrings interner
+)
 
 func TestDecodeEventFast(t *testing.T) {
 	for _, c := range []struct {
