@@ -9,14 +9,26 @@ import (
 type Span struct{ From, To int64 }
 
 // EventsWithin returns, for each span, the history's events whose time
-// lies in it, in file order. A Lean history reads them back from its file
-// in one pass (an error if it cannot); any other takes them from Events.
+// lies in it, in file order (EachEventWithin).
 func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
 	out := make([][]Event, len(spans))
+	err := h.EachEventWithin(spans, func(i int, e *Event) { out[i] = append(out[i], *e) })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// EachEventWithin calls visit, in file order, with each event of the
+// history whose time lies in a span, once for each span it lies in (i
+// its index; e valid during the call only). A Lean history reads them
+// back from its file in one pass (an error if it cannot); any other takes
+// them from Events.
+func (h *History) EachEventWithin(spans []Span, visit func(i int, e *Event)) error {
 	take := func(e *Event) {
 		for i, s := range spans {
 			if s.contains(e.Time) {
-				out[i] = append(out[i], *e)
+				visit(i, e)
 			}
 		}
 	}
@@ -24,14 +36,14 @@ func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
 		for i := range h.Events {
 			take(&h.Events[i])
 		}
-		return out, nil
+		return nil
 	}
 	if len(spans) == 0 {
-		return out, nil
+		return nil
 	}
 	f, err := os.Open(h.Source)
 	if err != nil {
-		return nil, fmt.Errorf("read the history's events again: %w", err)
+		return fmt.Errorf("read the history's events again: %w", err)
 	}
 	defer f.Close()
 	sc := lineScanner(f)
@@ -51,9 +63,9 @@ func (h *History) EventsWithin(spans []Span) ([][]Event, error) {
 		take(&e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read the history's events again: %w", err)
+		return fmt.Errorf("read the history's events again: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 func (s Span) contains(t int64) bool { return t >= s.From && t <= s.To }

@@ -127,20 +127,23 @@ func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops m
 	}
 	var excerpted []int // positions in out
 	var spans []history.Span
+	var pickers []*excerptPicker
 	for k, i := range shown {
 		if withExcerpt[i] && isShown[i] {
 			excerpted = append(excerpted, k)
 			spans = append(spans, excerptSpan(as[i]))
+			pickers = append(pickers, newExcerptPicker(as[i]))
 		}
 	}
 	// One read of the events for all excerpts (a loaded history keeps
-	// only its operations, and reads the events back from its file).
-	events, err := h.EventsWithin(spans)
+	// only its operations, and reads the events back from its file),
+	// each excerpt keeping only the events it may show.
+	err := h.EachEventWithin(spans, func(n int, e *history.Event) { pickers[n].add(e) })
 	if err != nil {
 		return out // no excerpts: the rest of the page stands
 	}
 	for n, k := range excerpted {
-		out[k].Excerpt = excerpt(events[n], as[shown[k]], rowed)
+		out[k].Excerpt = pickers[n].view(rowed)
 	}
 	return out
 }
@@ -178,84 +181,6 @@ func excerptSpan(a checker.Anomaly) history.Span {
 		to = a.Start + excerptPad
 	}
 	return history.Span{From: from, To: to}
-}
-
-// excerpt returns the events of excerptSpan(a), given as events. When
-// there are more than maxExcerptRows, it keeps the events of the anomaly's
-// clients, its operations and the faults, and then those closest to the
-// anomaly's start.
-func excerpt(events []history.Event, a checker.Anomaly, rowed map[int64]bool) *excerptView {
-	span := excerptSpan(a)
-	from, to := span.From, span.To
-	hotOp := map[int64]bool{}
-	for _, id := range a.Ops {
-		hotOp[id] = true
-	}
-	involved := map[int]bool{0: true}
-	for _, c := range a.Clients {
-		involved[c] = true
-	}
-	in := make([]int, len(events))
-	for i := range events {
-		in[i] = i
-	}
-	ev := &excerptView{From: secs(max(from, 0), 3), To: secs(to, 3), Total: len(in)}
-	keep := in
-	if len(keep) > maxExcerptRows {
-		var pri, rest []int
-		for _, i := range keep {
-			e := events[i]
-			if involved[e.Client] || hotOp[e.OpID] {
-				pri = append(pri, i)
-			} else {
-				rest = append(rest, i)
-			}
-		}
-		if len(pri) >= maxExcerptRows {
-			keep = closest(events, pri, a.Start, maxExcerptRows)
-		} else {
-			keep = append(pri, closest(events, rest, a.Start, maxExcerptRows-len(pri))...)
-			sort.Ints(keep)
-		}
-	}
-	for _, i := range keep {
-		e := events[i]
-		row := eventRow{
-			Seq: e.Seq, Time: secs(e.Time, 3), Type: string(e.Type), Op: string(e.Op), OpID: e.OpID,
-			Text: eventText(e), Class: string(e.Type),
-		}
-		if e.Client != 0 {
-			row.Client = strconv.Itoa(e.Client)
-		}
-		if e.OpID != 0 && rowed[e.OpID] {
-			row.OpLink = "#op-" + strconv.FormatInt(e.OpID, 10)
-		}
-		row.Hot = (e.OpID != 0 && hotOp[e.OpID]) || e.Type == history.FaultStart || e.Type == history.FaultEnd
-		ev.Rows = append(ev.Rows, row)
-	}
-	return ev
-}
-
-// closest keeps the n indices whose events are closest in time to t, in
-// their original order.
-func closest(events []history.Event, idx []int, t int64, n int) []int {
-	if n > len(idx) {
-		n = len(idx)
-	}
-	byDist := append([]int(nil), idx...)
-	sort.SliceStable(byDist, func(a, b int) bool {
-		return absDiff(events[byDist[a]].Time, t) < absDiff(events[byDist[b]].Time, t)
-	})
-	byDist = byDist[:n]
-	sort.Ints(byDist)
-	return byDist
-}
-
-func absDiff(a, b int64) int64 {
-	if a > b {
-		return a - b
-	}
-	return b - a
 }
 
 // eventText is the remaining content of an event in one line.
