@@ -33,6 +33,7 @@ type wholeCheckShape struct {
 var wholeCheckShapes = []wholeCheckShape{
 	{"1M ops, 50 clients, 1% lost, valid", lostgen.Config{Seed: 1, Ops: 1_000_000, Clients: 50, Lost: 0.01, Mix: lostgen.MixMixed}, exitSafe},
 	{"1M ops, 50 clients, 1% lost, 20 double grants", lostgen.Config{Seed: 1, Ops: 1_000_000, Clients: 50, Lost: 0.01, Double: 20, Mix: lostgen.MixMixed}, exitUnsafe},
+	{"1M ops, 50 clients, 1% lost, no expiry: a lost grant holds the lock, a deadlock of 412 s", lostgen.Config{Seed: 1, Ops: 1_000_000, Clients: 50, Lost: 0.01, NoExpiry: true, Mix: lostgen.MixMixed}, exitUnsafe},
 	{"100k ops, 50 clients, 5% lost, valid", lostgen.Config{Seed: 1, Ops: 100_000, Clients: 50, Lost: 0.05, Mix: lostgen.MixMixed}, exitSafe},
 	{"100k ops, 50 clients, 5% lost, 5 double grants", lostgen.Config{Seed: 1, Ops: 100_000, Clients: 50, Lost: 0.05, Double: 5, Mix: lostgen.MixCertain}, exitUnsafe},
 }
@@ -107,7 +108,7 @@ func writeShape(tb testing.TB, parent string, s wholeCheckShape) string {
 	dir := filepath.Join(parent, "run")
 	c := s.cfg
 	out, err := exec.Command(lostgenBin, "-out", dir, "-seed", fmt.Sprint(c.Seed), "-ops", fmt.Sprint(c.Ops), "-clients", fmt.Sprint(c.Clients),
-		"-lost", fmt.Sprint(c.Lost), "-double", fmt.Sprint(c.Double), "-mix", string(c.Mix)).CombinedOutput()
+		"-lost", fmt.Sprint(c.Lost), "-double", fmt.Sprint(c.Double), "-mix", string(c.Mix), "-no-expiry="+fmt.Sprint(c.NoExpiry)).CombinedOutput()
 	require.NoError(tb, err, "%s", out)
 	return dir
 }
