@@ -311,7 +311,9 @@ func TestExcerpt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := excerpt(h, tc.a, map[int64]bool{id: true})
+			p := newExcerptPicker(tc.a)
+			require.NoError(t, h.EachEventWithin([]history.Span{excerptSpan(tc.a)}, func(_ int, e *history.Event) { p.add(e) }))
+			ev := p.view(map[int64]bool{id: true})
 			require.GreaterOrEqual(t, ev.Total, tc.minTotal)
 			require.Len(t, ev.Rows, tc.rows)
 			found := false
