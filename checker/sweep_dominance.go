@@ -14,27 +14,51 @@ import (
 // usedLE reports whether configuration a has, pool by pool, at least the
 // operations left that b has: it used no more of them, counting expired
 // ones as used (horizon), or (capacity, approximate) it has at least
-// capacity left.
+// capacity left. Spent lost acquires (sweep_spent.go) count by number: a
+// must have each other operation b has left, and at least as many spent
+// ones in all, from whichever pools.
 func (s *sweep) usedLE(a, b *config) bool {
-	j := 0
-	for _, u := range a.used {
-		p := &s.pools[u.pool]
-		ua := max(u.n, p.live)
-		for j < len(b.used) && b.used[j].pool < u.pool {
+	t, spentOK := s.spentClock(a, b)
+	spentA, spentB := int32(0), int32(0)
+	counted := false // a used more of some pool: only the count allowed it
+	i, j := 0, 0
+	for i < len(a.used) || j < len(b.used) {
+		var id, na, nb int32
+		switch {
+		case j == len(b.used) || (i < len(a.used) && a.used[i].pool < b.used[j].pool):
+			id, na = a.used[i].pool, a.used[i].n
+			i++
+		case i == len(a.used) || b.used[j].pool < a.used[i].pool:
+			id, nb = b.used[j].pool, b.used[j].n
+			j++
+		default:
+			id, na, nb = a.used[i].pool, a.used[i].n, b.used[j].n
+			i++
 			j++
 		}
-		ub := p.live
-		if j < len(b.used) && b.used[j].pool == u.pool {
-			ub = max(b.used[j].n, p.live)
+		p := &s.pools[id]
+		na, nb = max(na, p.live), max(nb, p.live)
+		k := int32(0)
+		if spentOK && na != nb {
+			k = s.spent(id, t)
+			spentA += max(k-na, 0)
+			spentB += max(k-nb, 0)
 		}
-		if ua <= ub {
+		if max(na, k) <= max(nb, k) {
+			counted = counted || na > nb
 			continue
 		}
-		if s.capacity > 0 && int32(len(p.ops))-ua >= s.capacity {
+		if s.capacity > 0 && int32(len(p.ops))-na >= s.capacity {
 			s.stats.Approx++
 			continue
 		}
 		return false
+	}
+	if spentA < spentB {
+		return false
+	}
+	if counted {
+		s.rules.spent++
 	}
 	return true
 }
@@ -43,6 +67,10 @@ func (s *sweep) usedLE(a, b *config) bool {
 // with s.capacity, all but using more than capacity of a pool b has left).
 func (s *sweep) dominates(a, b *config) bool {
 	m := s.m
+	if s.expiredOverFree(a, b) {
+		s.rules.expiredOverFree++
+		return true
+	}
 	if a.s.client != b.s.client || a.s.owner != b.s.owner || a.s.depth != b.s.depth || a.s.readers != b.s.readers ||
 		(!slices.Equal(a.lin, b.lin) && !s.linCovers(a, b)) || (s.reach && !s.usedLE(a, b)) {
 		return s.reach && s.reaches(a, b)
@@ -65,7 +93,10 @@ func (s *sweep) dominates(a, b *config) bool {
 			// An earlier possible expiry and a later possible refresh
 			// only allow more; the refresh only matters to a successful
 			// release of that holder still to come.
-			return a.s.acqCall <= b.s.acqCall && (a.s.acqRet >= b.s.acqRet || !s.deadlineMatters(b.s))
+			// A lease that may have run out by a's clock has, from then
+			// on, the earliest possible expiry whenever it was granted.
+			return (a.s.acqCall <= b.s.acqCall || (a.s.readers == 0 && m.expiry(a.s) <= a.s.now)) &&
+				(a.s.acqRet >= b.s.acqRet || !s.deadlineMatters(b.s))
 		}
 	}
 	return held || a.failedUpTo >= b.failedUpTo
@@ -362,6 +393,7 @@ func (s *sweep) prune() {
 		}
 		a = b
 	}
+	s.pruneFreeByExpired()
 	out := s.next[:0]
 	for i := range s.next {
 		if s.keep[i] {
@@ -369,6 +401,27 @@ func (s *sweep) prune() {
 		}
 	}
 	s.next = out
+}
+
+// expiredHolder reports whether c's lock has a holder (of an exclusive
+// lock) whose lease may have run out by c's clock.
+func (s *sweep) expiredHolder(c *config) bool {
+	return s.m.lease && !s.m.rw && c.s.client != 0 && s.m.expiry(c.s) <= c.s.now
+}
+
+// expiredOverFree reports whether a, whose holder's lease may have run out
+// by its clock, dominates b, whose lock is free: such a holder does all a
+// free lock does (from any point on, an acquire takes it over as it would
+// take a free lock, a release refused to its client frees it, any other
+// release leaves it), and more (refuse an acquire, take its client's
+// release), so a does all b can with no more lost operations used, the
+// same placed operations and no later clock. (Its failed acquires are
+// placed up to its clock, b's up to its horizon, no later.)
+func (s *sweep) expiredOverFree(a, b *config) bool {
+	if b.s.held() || !s.expiredHolder(a) || a.s.now > b.s.now {
+		return false
+	}
+	return (slices.Equal(a.lin, b.lin) || s.linCovers(a, b)) && s.usedLE(a, b)
 }
 
 // rwPruneAll is the most configurations that prune compares all with all
