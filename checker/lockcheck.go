@@ -49,7 +49,13 @@ import (
 //     With the whole history known (lookahead), a lease's deadline only
 //     matters while a successful release that could match is still to
 //     come, and a lost acquire's key that no release can free any more is
-//     the same whichever client wrote it (anonymous).
+//     the same whichever client wrote it (anonymous). Lost acquires whose
+//     key is such and whose lease may have run out by the clock are
+//     counted, not named (spent, sweep_spent.go), and a holder whose lease
+//     may have run out dominates a free lock (expiredOverFree).
+//   - A release refused as not-owner that returns where it changes
+//     nothing but the clock is placed there at once; after moves, only
+//     where it frees the lock (refusedCommutes).
 //
 // In most of a history one configuration is left after every return: the
 // sweep is then a replay. Where several stay open (around lost answers,
