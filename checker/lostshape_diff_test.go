@@ -93,12 +93,8 @@ func TestLostShapeAgreesWithPorcupine(t *testing.T) {
 			h, err := history.FromEvents(evs)
 			require.NoError(t, err)
 			v := judge(h, time.Second)
-			if requireAgree(t, fmt.Sprintf("histgen %+v", cfg), h, v) {
-				decided++
-				if v.porcupine == porcupine.Illegal {
-					illegal++
-				}
-			}
+			d, il := agreeCount(t, fmt.Sprintf("histgen %+v", cfg), h, v)
+			decided, illegal = decided+d, illegal+il
 			count(h)
 		}
 		t.Logf("%d histgen histories, %d decided by porcupine, %d of them illegal", n, decided, illegal)
