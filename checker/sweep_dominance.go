@@ -16,49 +16,31 @@ import (
 // ones as used (horizon), or (capacity, approximate) it has at least
 // capacity left. Spent lost acquires (sweep_spent.go) count by number: a
 // must have each other operation b has left, and at least as many spent
-// ones in all, from whichever pools.
+// ones in all, from whichever pools (usedLESpent; only asked when a used
+// more of some pool, since otherwise it has at least b's spent ones too).
 func (s *sweep) usedLE(a, b *config) bool {
-	t, spentOK := s.spentClock(a, b)
-	spentA, spentB := int32(0), int32(0)
-	counted := false // a used more of some pool: only the count allowed it
-	i, j := 0, 0
-	for i < len(a.used) || j < len(b.used) {
-		var id, na, nb int32
-		switch {
-		case j == len(b.used) || (i < len(a.used) && a.used[i].pool < b.used[j].pool):
-			id, na = a.used[i].pool, a.used[i].n
-			i++
-		case i == len(a.used) || b.used[j].pool < a.used[i].pool:
-			id, nb = b.used[j].pool, b.used[j].n
-			j++
-		default:
-			id, na, nb = a.used[i].pool, a.used[i].n, b.used[j].n
-			i++
+	j := 0
+	for _, u := range a.used {
+		p := &s.pools[u.pool]
+		ua := max(u.n, p.live)
+		for j < len(b.used) && b.used[j].pool < u.pool {
 			j++
 		}
-		p := &s.pools[id]
-		na, nb = max(na, p.live), max(nb, p.live)
-		k := int32(0)
-		if spentOK && na != nb {
-			k = s.spent(id, t)
-			spentA += max(k-na, 0)
-			spentB += max(k-nb, 0)
+		ub := p.live
+		if j < len(b.used) && b.used[j].pool == u.pool {
+			ub = max(b.used[j].n, p.live)
 		}
-		if max(na, k) <= max(nb, k) {
-			counted = counted || na > nb
+		if ua <= ub {
 			continue
 		}
-		if s.capacity > 0 && int32(len(p.ops))-na >= s.capacity {
+		if s.capacity > 0 && int32(len(p.ops))-ua >= s.capacity {
 			s.stats.Approx++
 			continue
 		}
+		if t, ok := s.spentClock(a, b); ok {
+			return s.usedLESpent(a, b, t)
+		}
 		return false
-	}
-	if spentA < spentB {
-		return false
-	}
-	if counted {
-		s.rules.spent++
 	}
 	return true
 }

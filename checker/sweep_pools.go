@@ -113,8 +113,10 @@ type pool struct {
 	// of another client (0: none).
 	sameOwner int32
 	// phantom (lost acquires naming no owner): no release can free the key
-	// of one any more (phantomClient).
-	phantom bool
+	// of one any more (phantomClient); notPhantomAt: the sweep's time when
+	// it was last found not to be.
+	phantom      bool
+	notPhantomAt int64
 }
 
 func (s *sweep) addToPool(i int32) {

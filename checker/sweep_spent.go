@@ -60,8 +60,11 @@ func (s *sweep) phantomClient(id int32) bool {
 	if p.phantom {
 		return true
 	}
+	if p.notPhantomAt == s.t && s.t != 0 {
+		return false // (asked already at this time)
+	}
 	st := lockState{client: p.client, owner: ownerFresh, depth: 1, acqRet: history.Never}
-	p.phantom = s.phantom(st)
+	p.phantom, p.notPhantomAt = s.phantom(st), s.t
 	return p.phantom
 }
 
@@ -100,4 +103,49 @@ func (s *sweep) pruneFreeByExpired() {
 // free lock, and a refused release placed at once (refusedCommutes).
 type ruleCounts struct {
 	spent, expiredOverFree, refusedAtOnce int64
+}
+
+// usedLESpent is usedLE counting spent lost acquires at clock t: pool by
+// pool, a has every operation b has left that is not spent (max(n_a, k) <=
+// max(n_b, k), k the pool's spent prefix), and at least as many spent ones
+// in all.
+func (s *sweep) usedLESpent(a, b *config, t int64) bool {
+	spentA, spentB := int32(0), int32(0)
+	i, j := 0, 0
+	for i < len(a.used) || j < len(b.used) {
+		var id, na, nb int32
+		switch {
+		case j == len(b.used) || (i < len(a.used) && a.used[i].pool < b.used[j].pool):
+			id, na = a.used[i].pool, a.used[i].n
+			i++
+		case i == len(a.used) || b.used[j].pool < a.used[i].pool:
+			id, nb = b.used[j].pool, b.used[j].n
+			j++
+		default:
+			id, na, nb = a.used[i].pool, a.used[i].n, b.used[j].n
+			i++
+			j++
+		}
+		p := &s.pools[id]
+		na, nb = max(na, p.live), max(nb, p.live)
+		if na == nb {
+			continue
+		}
+		k := s.spent(id, t)
+		spentA += max(k-na, 0)
+		spentB += max(k-nb, 0)
+		if max(na, k) <= max(nb, k) {
+			continue
+		}
+		if s.capacity > 0 && int32(len(p.ops))-na >= s.capacity {
+			s.stats.Approx++
+			continue
+		}
+		return false
+	}
+	if spentA < spentB {
+		return false
+	}
+	s.rules.spent++
+	return true
 }
