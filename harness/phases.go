@@ -339,11 +339,12 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 	info := r.runInfo(base)
 	rec.RecordAt(history.Event{Type: history.Run, Info: info}, 0)
 
+	links := r.makeProxies()
 	wl := workloads.NewRunner(workloads.Config{
 		Clients: o.Clients, Argv: r.argv, Hello: r.hello,
 		Hold: o.Hold, Think: o.Think, Seed: o.Seed, Dir: r.dir,
 		ReplyLimit: replyLimit(o), StartLimit: 10 * time.Second,
-		ClientHost: clientHost(r.network),
+		ClientHost: proxiedHost(r.network, links),
 		Tracker:    r.tracker, Recorder: rec, Resource: workloads.NewResource(0, o.Fence),
 		Reentrant: r.plan.Scheme.Reentrant, ReadWrite: r.plan.Scheme.ReadWrite,
 	})
@@ -368,7 +369,7 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 		}
 	})
 	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
-		Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
+		Links: links, Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
 	nemErr := make(chan error, 1)
 	go func() {
 		err := nemesis.RunAll(stop, env, r.plan.Nemeses)

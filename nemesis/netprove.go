@@ -1,0 +1,83 @@
+package nemesis
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/locktest/locktest/clusters/proxy"
+)
+
+// lossProbes bounds the probes of a lossy link: each answer escapes the
+// loss with the odds 1-share, so one in 10 comes late but with odds
+// share^10 (0.3: 6 in a million).
+const lossProbes = 10
+
+// prove probes link, which t has just struck for d, and returns an error
+// when the probe saw no effect: a delayed link answered in less than the
+// delay, a stalled one answered, a reset one answered, a rate-limited one
+// answered faster than its rate allows. A probe that could not be made
+// (the server down at that moment: a kill racing the strike) proves
+// nothing either way and is only noted.
+func (s *striker) prove(link *proxy.Link, t proxy.Toxic, d time.Duration) error {
+	what := fmt.Sprintf("the %s on %s->%s", s.fault, link.Client.Name, link.Server.Name)
+	timeout := min(probeTimeout, d/3)
+	var want time.Duration // the least time to the first byte
+	switch t.Kind {
+	case proxy.Delay:
+		ways := time.Duration(1)
+		if t.Direction == proxy.Both {
+			ways = 2
+		}
+		want = ways * max(t.Latency-t.Jitter, 0) * 9 / 10
+		timeout = ways*(t.Latency+t.Jitter) + time.Second
+	case proxy.Loss:
+		timeout = 8 * time.Second
+		want = 200 * time.Millisecond * 9 / 10
+	case proxy.Bandwidth:
+		timeout = 5 * time.Second
+	}
+	var m proxy.Measure
+	for i := 0; i < lossProbes; i++ {
+		var err error
+		if m, err = link.Probe(timeout); err != nil {
+			note(s.env, fmt.Sprintf("%s not measured: %v", what, err))
+			return nil
+		}
+		if t.Kind != proxy.Loss || m.FirstByte >= want || m.Bytes == 0 {
+			break
+		}
+	}
+	got := measured(m)
+	switch {
+	case t.Kind == proxy.Stall && !m.Silent:
+		return fmt.Errorf("%s %w: %s within %s", what, ErrLinkFaultNoEffect, got, timeout)
+	case t.Kind == proxy.Reset && !m.Reset:
+		return fmt.Errorf("%s %w: %s", what, ErrLinkFaultNoEffect, got)
+	case t.Kind == proxy.Stall || t.Kind == proxy.Reset:
+	case m.Reset:
+		note(s.env, fmt.Sprintf("%s not measured: the server closed the probe's connection", what))
+		return nil
+	case m.Silent:
+		// Slower than the probe's patience: in effect.
+	case t.Kind == proxy.Bandwidth:
+		want = time.Duration(m.Bytes) * time.Millisecond / time.Duration(t.RateKB) / 2
+		fallthrough
+	default:
+		if m.FirstByte < want {
+			return fmt.Errorf("%s %w: %s, expected at least %s", what, ErrLinkFaultNoEffect, got, want.Round(time.Millisecond))
+		}
+	}
+	note(s.env, fmt.Sprintf("%s measured: %s", what, got))
+	return nil
+}
+
+// measured says what a probe saw.
+func measured(m proxy.Measure) string {
+	switch {
+	case m.Reset:
+		return "the connection was reset before any answer"
+	case m.Silent:
+		return "no answer"
+	}
+	return fmt.Sprintf("the answer's first %d bytes after %s", m.Bytes, m.FirstByte.Round(time.Millisecond))
+}
