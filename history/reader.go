@@ -67,6 +67,10 @@ type Fault struct {
 	// Failed: the fault never took effect (its end says "failed: ..."):
 	// it struck nothing.
 	Failed bool
+	// Held, for a link fault that delays the answers: each answer that
+	// crossed its links between Start and End was held back at least this
+	// long (ns; Event.Latency on its start); 0 for any other fault.
+	Held int64
 }
 
 // Client is one client process's life.
@@ -199,7 +203,7 @@ func FromEvents(events []Event) (*History, error) {
 			o.Error = e.Error
 		case FaultStart:
 			faults[e.FaultID] = len(h.Faults)
-			h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Point: e.Point, Detail: e.Detail, Start: e.Time, End: Never})
+			h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Point: e.Point, Detail: e.Detail, Start: e.Time, End: Never, Held: e.Latency})
 		case FaultEnd:
 			if i, ok := faults[e.FaultID]; ok && h.Faults[i].End == Never {
 				h.Faults[i].End = e.Time

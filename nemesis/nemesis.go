@@ -449,6 +449,12 @@ func fault(env *Env, name, target string, client int, detail string) func(string
 	return recordFault(env, name, target, client, "", detail)
 }
 
+// heldFault is fault for a link fault that holds every answer on the links
+// it strikes back at least held (history.Event.Latency).
+func heldFault(env *Env, name, target string, client int, detail string, held time.Duration) func(string) {
+	return recordEvent(env, history.Event{Fault: name, Target: target, Client: client, Detail: detail, Latency: int64(held)})
+}
+
 // faultAt records the start of a client fault on client that struck at a
 // fault point (history.Event.Point) and returns the function that records
 // its end.
@@ -459,10 +465,17 @@ func faultAt(env *Env, name string, client int, point, detail string) func(strin
 // recordFault records a fault's start (at point, for a client fault that
 // struck at one) and returns the function that records its end.
 func recordFault(env *Env, name, target string, client int, point, detail string) func(string) {
+	return recordEvent(env, history.Event{Fault: name, Target: target, Client: client, Point: point, Detail: detail})
+}
+
+// recordEvent records start, a fault's start event, and returns the
+// function that records its end.
+func recordEvent(env *Env, start history.Event) func(string) {
 	id := env.faultIDs.Add(1)
-	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, Client: client, Point: point, FaultID: id, Detail: detail}, nil)
+	start.Type, start.FaultID = history.FaultStart, id
+	env.Recorder.Record(start, nil)
 	return func(d string) {
-		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, Client: client, FaultID: id, Detail: d}, nil)
+		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: start.Fault, Target: start.Target, Client: start.Client, FaultID: id, Detail: d}, nil)
 	}
 }
 

@@ -200,7 +200,11 @@ func (s *striker) begin(target string, client int, aim string, links []*proxy.Li
 	if aim != "" {
 		detail = aim + ": " + detail
 	}
-	end := fault(s.env, s.fault, target, client, detail)
+	var held time.Duration // the least hold of each answer
+	if t.Kind == proxy.Delay && t.Direction != proxy.Upstream {
+		held = max(t.Latency-t.Jitter, 0)
+	}
+	end := heldFault(s.env, s.fault, target, client, detail, held)
 	remove, err := s.env.Links.Apply(links, t)
 	if err != nil {
 		end("failed: " + err.Error())
@@ -215,15 +219,18 @@ func (s *striker) begin(target string, client int, aim string, links []*proxy.Li
 		if perr == nil {
 			sleep.For(s.ctx, d-time.Since(t0))
 		}
-		rerr := remove()
-		switch {
-		case perr != nil:
+		// The end is recorded as the healing begins: an answer held back
+		// when the toxic goes comes out at once, after the end (the
+		// checker counts on every answer that arrived before the end
+		// having been held back in full).
+		if perr != nil {
 			end("failed: " + perr.Error())
 			s.failed(perr)
-		case rerr != nil:
-			end("heal failed: " + rerr.Error())
-		default:
+		} else {
 			end("healed")
+		}
+		if err := remove(); err != nil {
+			note(s.env, fmt.Sprintf("%s on %s: heal failed: %v", s.fault, target, err))
 		}
 	}()
 }

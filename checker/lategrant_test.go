@@ -1,0 +1,45 @@
+package checker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+)
+
+// A grant whose answer a delay fault held back longer than the lease is
+// named as used after it expired, with the grant's latest time on the
+// harness's clock; without the fault's hold (or with a hold shorter than
+// the lease, or an answer that came after the healing let it out early)
+// the explanation says only that the grant could have come first.
+func TestLateGrantNamed(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		held, end  float64 // ms
+		named      bool
+		explaining string
+	}{
+		{"held past the lease", 2250, 6000, true, "client 2 was granted the lock at 1.20 s at the latest (the delay fault held its answers back 2.25 s), answer arrived at 3.45 s, lease 2.00 s: used after it expired, 0.25 s after its lease ran out."},
+		{"held less than the lease", 1500, 6000, false, "client 2 asked for the lock at 1.00 s and its answer came only at 3.45 s"},
+		{"answer after the healing", 2250, 3000, false, "client 2 asked for the lock at 1.00 s and its answer came only at 3.45 s"},
+		{"no hold recorded", 0, 6000, false, "client 2 asked for the lock at 1.00 s and its answer came only at 3.45 s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.info.Lease, b.info.TTLMillis = true, 2000
+			b.fault++
+			b.add(990, history.Event{Type: history.FaultStart, Fault: "delay", FaultID: b.fault, Target: "client 2 | redis-1", Client: 2, Latency: int64(tc.held * 1e6)})
+			b.add(tc.end, history.Event{Type: history.FaultEnd, Fault: "delay", FaultID: b.fault, Target: "client 2 | redis-1", Client: 2, Detail: "healed"})
+			b.acq(1, 3300, 3310, "a")
+			b.acq(2, 1000, 3450, "b")
+			b.rel(1, 3600, 3601, "a", history.OK, "a")
+			_, as := checkDoubleHolder(newFacts(b.build(t)), 5e6)
+			require.Len(t, as, 1)
+			require.Equal(t, CauseLeaseExpired, as[0].Cause)
+			require.Contains(t, as[0].Explanation, tc.explaining)
+			require.Equal(t, tc.named, strings.Contains(as[0].Explanation, "used after it expired"))
+		})
+	}
+}
