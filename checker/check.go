@@ -390,7 +390,7 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 	var why []string
 	seen := map[string]bool{}
 	for _, n := range h.Info.Nemeses {
-		if n == "" || n == "none" || seen[n] {
+		if n == "" || n == "none" || n == history.Proxied || seen[n] {
 			continue
 		}
 		seen[n] = true

@@ -73,6 +73,11 @@ type Fault struct {
 	Held int64
 }
 
+// Proxied is the nemesis that injects no fault but runs every client-server
+// link through a proxy (the baseline of the network-speed faults): like
+// "none", a run under it is not expected to strike anything.
+const Proxied = "proxied"
+
 // Client is one client process's life.
 type Client struct {
 	ID     int

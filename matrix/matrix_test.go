@@ -53,6 +53,10 @@ func TestApplicable(t *testing.T) {
 		why                  string
 	}{
 		{"baseline", "redis-lua", "", []string{"none"}, nil, matrix.Machine{}, matrix.Applies, ""},
+		{"delay, local", "redis-lua", "", []string{"delay"}, nil, matrix.Machine{}, matrix.Applies, ""},
+		{"delay, not root", "zk", "", []string{"slow-node"}, nil, noRoot, matrix.Skipped, "network faults need root"},
+		{"delay on docker", "redis-lua", "", []string{"pause", "delay"}, nil, matrix.Machine{Cluster: "docker"}, matrix.NotApplicable, "the delay fault puts a proxy on every client-server link, which only --cluster local does"},
+		{"proxied baseline on compose", "etcd", "", []string{"proxied"}, nil, matrix.Machine{Cluster: "compose"}, matrix.NotApplicable, "the proxied fault puts a proxy"},
 		{"client clock, no validity check", "redis-lua", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.NotApplicable, "redis-lua never reads its own clock"},
 		{"client clock, redlock", "redlock", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.Applies, ""},
 		{"failover, no replica", "mysql-unique", "", []string{"failover"}, nil, matrix.Machine{}, matrix.NotApplicable, "topology mysql has no primary with a replica to fail over"},

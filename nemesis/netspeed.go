@@ -1,6 +1,7 @@
 package nemesis
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -8,11 +9,26 @@ import (
 	"time"
 
 	"github.com/locktest/locktest/clusters/proxy"
+	"github.com/locktest/locktest/history"
 )
+
+// proxiedOnly is FaultProxied: the harness puts the proxies in place (its
+// Needs), and it injects nothing.
+type proxiedOnly struct{}
+
+func (proxiedOnly) Name() string { return FaultProxied }
+
+func (proxiedOnly) Run(ctx context.Context, _ *Env) error {
+	<-ctx.Done()
+	return nil
+}
 
 // The network-speed faults: slow, lossy and half-broken links, made by the
 // proxies on the client-server links (clusters/proxy).
 const (
+	// FaultProxied is no fault, through the proxies: the baseline of the
+	// others (history.Proxied).
+	FaultProxied   = history.Proxied
 	FaultDelay     = "delay"
 	FaultSlowNode  = "slow-node"
 	FaultStall     = "stall"
@@ -40,6 +56,8 @@ var netSpeedNeeds = Needs{Net: true, Proxies: true}
 
 // NetSpeedFaults are the network-speed faults' declarations (in All).
 var NetSpeedFaults = []Info{
+	{FaultProxied, "no fault, with every client-server link through its proxy: the baseline of the network-speed faults (none, through the proxies); needs root",
+		func() Nemesis { return proxiedOnly{} }, netSpeedNeeds, nil, ""},
 	{FaultDelay, "latency on a client's links through their proxies, 1.2-2.5x the TTL by default (--param delay=50ms..200ms, jitter=10ms, delay-direction=both|upstream|downstream): on the answers to an acquire in flight (the grant arrives late) or both ways on the holder's links right after a grant (its renewals and session heartbeats late), drawn by the seed (--param delay-at=in-flight,holder); needs root",
 		func() Nemesis { return &netSpeed{name: FaultDelay} }, netSpeedNeeds,
 		&Param{Check: checkDelayRange(FaultDelay), Keys: map[string]func(string) error{"jitter": checkJitter, "delay-direction": checkDirection, "delay-at": checkAims}}, ""},
