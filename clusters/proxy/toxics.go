@@ -116,6 +116,11 @@ func (s *Set) Apply(links []*Link, t Toxic) (remove func() error, err error) {
 	}
 	var done []placed
 	remove = func() error {
+		if t.Kind == Reset {
+			for _, l := range links {
+				l.setAbrupt(false)
+			}
+		}
 		var errs []error
 		for _, p := range done {
 			if err := p.l.proxy.Toxics.RemoveToxic(context.Background(), p.name); err != nil {
@@ -126,7 +131,7 @@ func (s *Set) Apply(links []*Link, t Toxic) (remove func() error, err error) {
 	}
 	for _, l := range links {
 		if t.Kind == Reset {
-			l.closeAbruptly()
+			l.setAbrupt(true)
 		}
 		for _, st := range t.Direction.streams() {
 			n := s.counter.Add(1)
@@ -148,13 +153,16 @@ func (s *Set) Apply(links []*Link, t Toxic) (remove func() error, err error) {
 	return remove, nil
 }
 
-// closeAbruptly makes the link's connections, present and future, close
-// with a reset (SO_LINGER 0): what the reset fault's toxic closes, the
-// other end sees reset.
-func (l *Link) closeAbruptly() {
+// setAbrupt makes the link's connections close with a reset (SO_LINGER
+// 0) while on: those it has now and those it opens until it is turned off.
+// What the reset fault's toxic closes, the other end then sees reset.
+func (l *Link) setAbrupt(on bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.abrupt = true
+	l.abrupt = on
+	if !on {
+		return
+	}
 	for c := range l.conns {
 		_ = c.SetLinger(0)
 	}
