@@ -122,16 +122,22 @@ func parseSpeedParams(fault string, params map[string]string) (speedParams, erro
 	return p, nil
 }
 
+// splitRange splits "LO..HI" in two; "X" is X..X.
+func splitRange(s string) (lo, hi string) {
+	a, b, found := strings.Cut(s, "..")
+	if !found {
+		b = a
+	}
+	return strings.TrimSpace(a), strings.TrimSpace(b)
+}
+
 // ParseDelayRange reads "50ms..200ms" or "100ms" ("" for the default,
 // scaled from the TTL: 0, 0).
 func ParseDelayRange(s string) (lo, hi time.Duration, err error) {
 	if strings.TrimSpace(s) == "" {
 		return 0, 0, nil
 	}
-	a, b, found := strings.Cut(s, "..")
-	if !found {
-		b = a
-	}
+	a, b := splitRange(s)
 	lo, err1 := time.ParseDuration(strings.TrimSpace(a))
 	hi, err2 := time.ParseDuration(strings.TrimSpace(b))
 	switch {
@@ -159,10 +165,7 @@ func ParseRate(s string) (lo, hi int64, err error) {
 	if strings.TrimSpace(s) == "" {
 		return 1, 4, nil
 	}
-	a, b, found := strings.Cut(s, "..")
-	if !found {
-		b = a
-	}
+	a, b := splitRange(s)
 	lo, err1 := strconv.ParseInt(strings.TrimSpace(a), 10, 64)
 	hi, err2 := strconv.ParseInt(strings.TrimSpace(b), 10, 64)
 	switch {

@@ -302,16 +302,7 @@ func unsafeGloss(r *checker.Result) string {
 // missingVotes says how often each server's vote was missing, most often
 // first ("redis-2 missing from 26, redis-4 from 3").
 func missingVotes(m map[string]int) string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if m[names[i]] != m[names[j]] {
-			return m[names[i]] > m[names[j]]
-		}
-		return names[i] < names[j]
-	})
+	names := byCount(m)
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = fmt.Sprintf("%s from %d", n, m[n])

@@ -202,20 +202,7 @@ func (t *delayToxic) draw(r *rand.Rand) time.Duration {
 
 func (t *delayToxic) Pipe(stub *toxics.ToxicStub) {
 	r := stateRand(stub, t.Seed)
-	for {
-		select {
-		case <-stub.Interrupt:
-			return
-		case c := <-stub.Input:
-			if c == nil {
-				stub.Close()
-				return
-			}
-			if !hold(stub, c, t.draw(r)-time.Since(c.Timestamp)) {
-				return
-			}
-		}
-	}
+	pipeHeld(stub, func() time.Duration { return t.draw(r) }, true)
 }
 
 // lossToxic is Loss.
@@ -235,6 +222,19 @@ func (t *lossToxic) GetBufferSize() int { return 1024 }
 
 func (t *lossToxic) Pipe(stub *toxics.ToxicStub) {
 	r := stateRand(stub, t.Seed)
+	pipeHeld(stub, func() time.Duration {
+		var wait time.Duration
+		for rto := time.Duration(t.RTOMs) * time.Millisecond; r.Float64() < t.Share; rto = min(2*rto, maxRTO) {
+			wait += rto
+		}
+		return wait
+	}, false)
+}
+
+// pipeHeld passes every chunk on after holding it back hold() (counted
+// from its arrival when sinceArrival, else from now) until the link closes
+// or the toxic is interrupted.
+func pipeHeld(stub *toxics.ToxicStub, hold func() time.Duration, sinceArrival bool) {
 	for {
 		select {
 		case <-stub.Interrupt:
@@ -244,20 +244,20 @@ func (t *lossToxic) Pipe(stub *toxics.ToxicStub) {
 				stub.Close()
 				return
 			}
-			var wait time.Duration
-			for rto := time.Duration(t.RTOMs) * time.Millisecond; r.Float64() < t.Share; rto = min(2*rto, maxRTO) {
-				wait += rto
+			d := hold()
+			if sinceArrival {
+				d -= time.Since(c.Timestamp)
 			}
-			if !hold(stub, c, wait) {
+			if !holdChunk(stub, c, d) {
 				return
 			}
 		}
 	}
 }
 
-// hold passes chunk c on after d; false when the toxic was interrupted
+// holdChunk passes chunk c on after d; false when the toxic was interrupted
 // meanwhile (c is passed on at once: no data is dropped).
-func hold(stub *toxics.ToxicStub, c *stream.StreamChunk, d time.Duration) bool {
+func holdChunk(stub *toxics.ToxicStub, c *stream.StreamChunk, d time.Duration) bool {
 	if d <= 0 {
 		stub.Output <- c
 		return true
