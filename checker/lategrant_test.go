@@ -43,3 +43,45 @@ func TestLateGrantNamed(t *testing.T) {
 		})
 	}
 }
+
+// A link fault on the holder of a session lock holds its heartbeats back
+// as a pause would: a grant to another client 2/3 of the session timeout
+// after it began is the session expiring (by design), not the lock service
+// breaking its promise; one sooner, or with the link fault on another
+// client, still is. Without heartbeats (MariaDB), a stall or a reset ends
+// the holder's connection, and with it the session; a delay does not.
+func TestLinkFaultsExpireSessions(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		renews        bool
+		fault, target string
+		client        int
+		grant         float64
+		want          Cause
+	}{
+		{"zk, holder's link delayed", true, "delay", "client 1 | zk-1,zk-2,zk-3", 1, 2500, CauseSessionExpired},
+		{"zk, holder's link lossy", true, "loss", "client 1 | zk-1,zk-2,zk-3", 1, 2500, CauseSessionExpired},
+		{"zk, delayed too briefly", true, "delay", "client 1 | zk-1,zk-2,zk-3", 1, 1500, CauseSessionAlive},
+		{"zk, another client's link", true, "delay", "client 3 | zk-1,zk-2,zk-3", 3, 2500, CauseSessionAlive},
+		{"zk, a slow server", true, "slow-node", "zk-2 (every client's link)", 0, 2500, CauseSessionExpired},
+		{"mysql, holder's link stalled", false, "stall", "client 1 | mysql-1", 1, 1500, CauseSessionExpired},
+		{"mysql, holder's link delayed", false, "delay", "client 1 | mysql-1", 1, 1500, CauseSessionAlive},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.info.Session, b.info.Renews, b.info.TTLMillis = true, tc.renews, 2000
+			if !tc.renews {
+				b.info.TTLMillis, b.info.IdleTimeoutMillis = 0, 60000
+			}
+			b.acq(1, 990, 1000, "a")
+			b.fault++
+			b.add(1010, history.Event{Type: history.FaultStart, Fault: tc.fault, FaultID: b.fault, Target: tc.target, Client: tc.client})
+			b.add(4000, history.Event{Type: history.FaultEnd, Fault: tc.fault, FaultID: b.fault, Target: tc.target, Client: tc.client, Detail: "healed"})
+			b.acq(2, tc.grant-10, tc.grant, "b")
+			b.rel(1, 4500, 4501, "a", history.Fail, "-")
+			_, as := checkDoubleHolder(newFacts(b.build(t)), 5e6)
+			require.Len(t, as, 1)
+			require.Equal(t, tc.want, as[0].Cause)
+		})
+	}
+}
