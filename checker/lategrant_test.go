@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -82,6 +83,53 @@ func TestLinkFaultsExpireSessions(t *testing.T) {
 			_, as := checkDoubleHolder(newFacts(b.build(t)), 5e6)
 			require.Len(t, as, 1)
 			require.Equal(t, tc.want, as[0].Cause)
+		})
+	}
+}
+
+// A link fault aimed at an acquire in flight struck when that acquire was
+// granted (or may have been), as a lost-reply partition does; one aimed at
+// a holder when its client held the lock.
+func TestLinkFaultStruck(t *testing.T) {
+	const inFlight, holder = "in-flight: delay 1.8s on the answers for 4.1s", "holder: delay 1.8s both ways for 4.1s"
+	delay := func(b *hb, client int, detail string, start, end float64) {
+		b.fault++
+		target := fmt.Sprintf("client %d | redis-1", client)
+		b.add(start, history.Event{Type: history.FaultStart, Fault: "delay", FaultID: b.fault, Target: target, Client: client, Detail: detail})
+		b.add(end, history.Event{Type: history.FaultEnd, Fault: "delay", FaultID: b.fault, Target: target, Client: client, Detail: "healed"})
+	}
+	for _, tc := range []struct {
+		name  string
+		build func(b *hb)
+		want  int
+	}{
+		{"in flight, granted", func(b *hb) {
+			delay(b, 2, inFlight, 995, 5000)
+			b.acq(2, 1000, 3000, "b")
+		}, 1},
+		{"in flight, refused", func(b *hb) {
+			b.acq(1, 980, 990, "a")
+			delay(b, 2, inFlight, 995, 5000)
+			b.o(2, history.Acquire, 1000, 3000, history.Fail, func(_, d *history.Event) { d.Reason = history.ReasonHeld })
+			b.rel(1, 3500, 3510, "a", history.OK, "a")
+		}, 0},
+		{"holder, held", func(b *hb) {
+			b.acq(1, 980, 990, "a")
+			delay(b, 1, holder, 995, 5000)
+			b.rel(1, 1500, 1510, "a", history.OK, "a")
+		}, 1},
+		{"holder, another client held", func(b *hb) {
+			b.acq(1, 980, 990, "a")
+			delay(b, 3, holder, 995, 5000)
+			b.rel(1, 1500, 1510, "a", history.OK, "a")
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newHB()
+			b.info.Lease, b.info.TTLMillis = true, 2000
+			tc.build(b)
+			r := Check(b.build(t), DefaultOptions())
+			require.Equal(t, tc.want, r.Counts.FaultsOnHolder)
 		})
 	}
 }

@@ -78,6 +78,12 @@ type Fault struct {
 // "none", a run under it is not expected to strike anything.
 const Proxied = "proxied"
 
+// AimInFlight starts the detail of a link fault aimed at an acquire in
+// flight (its client's links struck as it sent the acquire: "in-flight:
+// delay 1.8s on the answers for 4.1s"), as "lost-reply" starts a
+// partition's aimed at one.
+const AimInFlight = "in-flight"
+
 // Client is one client process's life.
 type Client struct {
 	ID     int

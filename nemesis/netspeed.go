@@ -42,7 +42,7 @@ const (
 	// AimInFlight: as a client sends an acquire that can succeed (nobody
 	// holds the lock), its links; the answers to it are delayed (as
 	// partition's lost-reply aims).
-	AimInFlight = "in-flight"
+	AimInFlight = history.AimInFlight
 	// AimHolder: right after a grant, the holder's links, both ways: its
 	// renewals, session heartbeats and release.
 	AimHolder = "holder"
