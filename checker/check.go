@@ -454,7 +454,13 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 	if f.Name == "kill" && strings.HasSuffix(f.Detail, history.KilledReplica) {
 		return false // the lock lives on the primary, which went on serving
 	}
-	if f.Name == "partition" && strings.HasPrefix(f.Detail, "lost-reply") || slices.Contains(LinkFaults, f.Name) && strings.HasPrefix(f.Detail, history.AimInFlight) {
+	if slices.Contains(LinkFaults, f.Name) && strings.HasPrefix(f.Detail, history.AimInFlight) {
+		// Aimed at the acquire its client was sending (invoked just
+		// before the fault was recorded): it matters when that acquire
+		// could have been granted.
+		return inFlightGranted(h, f)
+	}
+	if f.Name == "partition" && strings.HasPrefix(f.Detail, "lost-reply") {
 		// Aimed at the acquire its client was about to send: it matters
 		// when that acquire could have been granted.
 		i := sort.Search(len(h.Ops), func(i int) bool { return h.Ops[i].Call >= f.Start })

@@ -175,6 +175,9 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 				break
 			}
 			fmt.Fprintf(&sb, " Lost by design: client %d asked for the lock at %s and its answer came only at %s, so its grant could have come first and its lease could have run out before client %d was granted the lock; client %d then used a lease that had already expired.", b.Client, at(b.AcquireCall), at(b.Start), a.Client, b.Client)
+		case stale == a && lateGrantSentence(h, a) != "":
+			// a's own grant came late: its lease was over as it began.
+			sb.WriteString(" Lost by design: " + lateGrantSentence(h, a))
 		case h.Info.Renews:
 			fmt.Fprintf(&sb, " Lost by design: a fault on client %d stopped the renewals of its lease long enough before client %d was granted the lock for the lease to run out, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
 		default:

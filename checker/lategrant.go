@@ -31,3 +31,17 @@ func lateGrantSentence(h *history.History, b *Hold) string {
 	}
 	return ""
 }
+
+// inFlightGranted reports whether the acquire a link fault aimed at an
+// acquire in flight struck (its client's acquire in flight when the fault
+// began, else its next one) was granted or may have been.
+func inFlightGranted(h *history.History, f history.Fault) bool {
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Client != f.Client || op.Op != history.Acquire || op.Return < f.Start {
+			continue
+		}
+		return op.Type != history.Fail
+	}
+	return false
+}

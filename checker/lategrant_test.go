@@ -107,6 +107,10 @@ func TestLinkFaultStruck(t *testing.T) {
 			delay(b, 2, inFlight, 995, 5000)
 			b.acq(2, 1000, 3000, "b")
 		}, 1},
+		{"in flight, invoked just before the fault began, granted", func(b *hb) {
+			b.acq(2, 994, 3000, "b")
+			delay(b, 2, inFlight, 995, 5000)
+		}, 1},
 		{"in flight, refused", func(b *hb) {
 			b.acq(1, 980, 990, "a")
 			delay(b, 2, inFlight, 995, 5000)
@@ -132,4 +136,22 @@ func TestLinkFaultStruck(t *testing.T) {
 			require.Equal(t, tc.want, r.Counts.FaultsOnHolder)
 		})
 	}
+}
+
+// The late grant named when its holder is the earlier of the two: its
+// answer arrived after its lease was over, and another client, granted
+// later, overlapped it.
+func TestLateGrantNamedOnTheEarlierHolder(t *testing.T) {
+	b := newHB()
+	b.info.Lease, b.info.TTLMillis = true, 2000
+	b.fault++
+	b.add(990, history.Event{Type: history.FaultStart, Fault: "delay", FaultID: b.fault, Target: "client 1 | redis-1", Client: 1, Latency: 2250e6})
+	b.add(6000, history.Event{Type: history.FaultEnd, Fault: "delay", FaultID: b.fault, Target: "client 1 | redis-1", Client: 1, Detail: "healed"})
+	b.acq(1, 1000, 3450, "a")
+	b.acq(2, 3500, 3510, "b")
+	b.rel(1, 3600, 3601, "a", history.OK, "a")
+	_, as := checkDoubleHolder(newFacts(b.build(t)), 5e6)
+	require.Len(t, as, 1)
+	require.Equal(t, CauseLeaseExpired, as[0].Cause)
+	require.Contains(t, as[0].Explanation, "client 1 was granted the lock at 1.20 s at the latest (the delay fault held its answers back 2.25 s), answer arrived at 3.45 s, lease 2.00 s: used after it expired")
 }

@@ -67,6 +67,7 @@ type striker struct {
 	r      *rand.Rand // drawn from under mu
 	next   time.Time  // no strike before
 	aim    string     // the next strike's aim
+	soon   bool       // the strike under way missed: the next may come at once
 	active bool
 	closed bool
 	fatal  error
@@ -92,6 +93,9 @@ func (s *striker) done() {
 	s.mu.Lock()
 	s.active = false
 	s.next = time.Now().Add(scaled(s.r, s.env.TTL, 1, 2))
+	if s.soon {
+		s.next, s.soon = time.Now().Add(between(s.r, 100*time.Millisecond, 300*time.Millisecond)), false
+	}
 	s.aim = s.drawAim()
 	s.mu.Unlock()
 	s.wg.Done()
@@ -125,7 +129,17 @@ func (s *striker) strikeClient(proc *workloads.Process, aim string) {
 	t, d := s.drawToxic(aim)
 	s.mu.Unlock()
 	target := fmt.Sprintf("client %d | %s", proc.ID, linkServers(links))
-	s.begin(target, proc.ID, aim, links, t, d)
+	var missed func() bool
+	if aim == AimInFlight {
+		// Once the probe has waited out the delay (and the jitter), the
+		// acquire aimed at has been answered: when its client does not hold the lock,
+		// another client's acquire won, and the strike stands down.
+		missed = func() bool {
+			sleep.For(s.ctx, 2*t.Jitter+100*time.Millisecond) // the answer's own jitter
+			return !s.env.Workload.Holding(proc.ID)
+		}
+	}
+	s.begin(target, proc.ID, aim, links, t, d, missed)
 }
 
 // slowNodes strikes slow-node right after grants: one server's links from
@@ -150,7 +164,7 @@ func (s *striker) slowNodes() {
 				s.done()
 				continue
 			}
-			s.begin(n.Name()+" (every client's link)", 0, "", links, t, d)
+			s.begin(n.Name()+" (every client's link)", 0, "", links, t, d, nil)
 		}
 	}()
 }
@@ -193,9 +207,10 @@ func (s *striker) drawToxic(aim string) (proxy.Toxic, time.Duration) {
 }
 
 // begin records the strike, puts the toxic on links and, in the
-// background, proves it in effect, holds it d, takes it off, records the
+// background, proves it in effect, holds it d (less when missed, asked
+// once the proof is in, says it missed its aim), takes it off, records the
 // end and frees the slot.
-func (s *striker) begin(target string, client int, aim string, links []*proxy.Link, t proxy.Toxic, d time.Duration) {
+func (s *striker) begin(target string, client int, aim string, links []*proxy.Link, t proxy.Toxic, d time.Duration, missed func() bool) {
 	detail := fmt.Sprintf("%s for %s", describe(t), d.Round(time.Millisecond))
 	if aim != "" {
 		detail = aim + ": " + detail
@@ -216,17 +231,24 @@ func (s *striker) begin(target string, client int, aim string, links []*proxy.Li
 		defer s.done()
 		t0 := time.Now()
 		perr := s.prove(links[0], t, d)
-		if perr == nil {
+		stoodDown := perr == nil && missed != nil && missed()
+		if perr == nil && !stoodDown {
 			sleep.For(s.ctx, d-time.Since(t0))
 		}
 		// The end is recorded as the healing begins: an answer held back
 		// when the toxic goes comes out at once, after the end (the
 		// checker counts on every answer that arrived before the end
 		// having been held back in full).
-		if perr != nil {
+		switch {
+		case perr != nil:
 			end("failed: " + perr.Error())
 			s.failed(perr)
-		} else {
+		case stoodDown:
+			end("healed early: the acquire it was aimed at was not granted")
+			s.mu.Lock()
+			s.soon = true
+			s.mu.Unlock()
+		default:
 			end("healed")
 		}
 		if err := remove(); err != nil {
