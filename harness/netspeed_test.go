@@ -19,7 +19,7 @@ import (
 // strike failed), healed; a grant whose answer a delay held back past the
 // lease is named as used after it expired, and fencing contains it; a slow
 // Redlock node is a missing vote, not a double grant; the proxies alone
-// change nothing.
+// change nothing; on containers as on processes.
 func TestNetSpeedCells(t *testing.T) {
 	needServer(t)
 	needNet(t)
@@ -29,6 +29,7 @@ func TestNetSpeedCells(t *testing.T) {
 		nemesis string
 		params  map[string]string
 		fence   bool
+		docker  bool // on --cluster docker
 		verdict checker.Verdict
 		explain string // some anomaly's explanation says this
 		short   bool   // some grant lacks a vote (counts.short_grants)
@@ -39,6 +40,8 @@ func TestNetSpeedCells(t *testing.T) {
 			params: map[string]string{"delay-at": "in-flight"}, verdict: checker.Safe},
 		{name: "a slow redlock node is a missing vote", lock: "redlock", nemesis: "slow-node", short: true},
 		{name: "the proxies alone change nothing", lock: "zk", nemesis: "proxied", verdict: checker.Safe},
+		{name: "on containers, a late grant too", lock: "redis-lua", nemesis: "delay", docker: true,
+			params: map[string]string{"delay-at": "in-flight"}, verdict: checker.Unsafe, explain: "used after it expired"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,6 +49,10 @@ func TestNetSpeedCells(t *testing.T) {
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(300+i))
 			o.Params, o.Fence = tc.params, tc.fence
 			o.OpTimeout, o.TimeLimit, o.Clients = 3*time.Second, 15*time.Second, 3
+			if tc.docker {
+				needDocker(t)
+				o.Cluster, o.Images = "docker", dockerImages("docker")
+			}
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			r := out.Result
