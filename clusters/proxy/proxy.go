@@ -128,18 +128,6 @@ func (s *Set) listen(h *netns.Host, srv Server) (*Link, error) {
 	return l, nil
 }
 
-// RemoveClient takes h's proxies away (its process has exited): their
-// listeners and connections close. The redirects go with h's namespace.
-func (s *Set) RemoveClient(h *netns.Host) {
-	s.mu.Lock()
-	links := s.links[h]
-	delete(s.links, h)
-	s.mu.Unlock()
-	for _, l := range links {
-		l.close()
-	}
-}
-
 // Close takes every proxy away; AddClient fails afterwards.
 func (s *Set) Close() {
 	s.mu.Lock()
