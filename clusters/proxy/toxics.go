@@ -175,22 +175,28 @@ const initialRTO = 200 * time.Millisecond
 // maxRTO caps the doubling of the retransmission timeout.
 const maxRTO = 3200 * time.Millisecond
 
-// delayToxic is Delay.
-type delayToxic struct {
-	LatencyUs int64  `json:"latency_us"`
-	JitterUs  int64  `json:"jitter_us"`
-	Seed      uint64 `json:"seed"`
-
+// seeded is what locktest's toxics share: the run's seed, and a source of
+// their own per stream drawn from it (Toxiproxy makes a stream's state when
+// the stream starts, or when the toxic is added to a running one).
+type seeded struct {
+	Seed    uint64 `json:"seed"`
 	streams atomic.Uint64
 }
 
 // NewState gives each stream its own seeded source.
-func (t *delayToxic) NewState() any {
+func (t *seeded) NewState() any {
 	return rand.New(rand.NewPCG(t.Seed, t.streams.Add(1)))
 }
 
-// GetBufferSize lets chunks queue while earlier ones wait.
-func (t *delayToxic) GetBufferSize() int { return 1024 }
+// GetBufferSize lets chunks queue while earlier ones are held back.
+func (t *seeded) GetBufferSize() int { return 1024 }
+
+// delayToxic is Delay.
+type delayToxic struct {
+	LatencyUs int64 `json:"latency_us"`
+	JitterUs  int64 `json:"jitter_us"`
+	seeded
+}
 
 func (t *delayToxic) draw(r *rand.Rand) time.Duration {
 	d := t.LatencyUs
@@ -209,16 +215,8 @@ func (t *delayToxic) Pipe(stub *toxics.ToxicStub) {
 type lossToxic struct {
 	Share float64 `json:"share"`
 	RTOMs int64   `json:"rto_ms"`
-	Seed  uint64  `json:"seed"`
-
-	streams atomic.Uint64
+	seeded
 }
-
-func (t *lossToxic) NewState() any {
-	return rand.New(rand.NewPCG(t.Seed, t.streams.Add(1)))
-}
-
-func (t *lossToxic) GetBufferSize() int { return 1024 }
 
 func (t *lossToxic) Pipe(stub *toxics.ToxicStub) {
 	r := stateRand(stub, t.Seed)
