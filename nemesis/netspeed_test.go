@@ -105,3 +105,21 @@ func TestDrawToxic(t *testing.T) {
 		})
 	}
 }
+
+// A lossy link is probed until a loss shows, as many times as its share
+// needs for the odds that none shows to fall below 1 in 10 000; a share
+// too small for 200 probes is not held against it.
+func TestLossProbes(t *testing.T) {
+	for _, tc := range []struct {
+		share float64
+		n     int
+	}{{0.3, 13}, {0.5, 7}, {0.9, 2}, {0.05, 90}, {0.001, maxLossProbes}} {
+		n, escape := lossProbes(tc.share)
+		require.Equal(t, tc.n, n, "share %v", tc.share)
+		if n < maxLossProbes {
+			require.Less(t, escape, lossProofOdds, "share %v", tc.share)
+		} else {
+			require.GreaterOrEqual(t, escape, lossProofOdds, "share %v", tc.share)
+		}
+	}
+}
