@@ -57,7 +57,7 @@ func (s *striker) prove(link *proxy.Link, t proxy.Toxic, d time.Duration) error 
 	var m proxy.Measure
 	for i := 0; i < probes; i++ {
 		var err error
-		if m, err = link.Probe(timeout); err != nil {
+		if m, err = link.Probe(s.ctx, timeout); err != nil {
 			note(s.env, fmt.Sprintf("%s not measured: %v", what, err))
 			return nil
 		}

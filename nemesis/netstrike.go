@@ -231,7 +231,7 @@ func (s *striker) begin(target string, client int, aim string, links []*proxy.Li
 		defer s.done()
 		t0 := time.Now()
 		perr := s.prove(links[0], t, d)
-		stoodDown := perr == nil && missed != nil && missed()
+		stoodDown := perr == nil && missed != nil && missed() && s.ctx.Err() == nil
 		if perr == nil && !stoodDown {
 			sleep.For(s.ctx, d-time.Since(t0))
 		}

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -22,16 +24,19 @@ type Measure struct {
 }
 
 // Probe opens a connection through l's proxy as the client would, sends
-// the server a small request (recipe.ProbeRequest) and waits up to timeout for
+// the server a small request (recipe.ProbeRequest) and waits, up to timeout
+// and not past the end of ctx, for
 // the first bytes of the answer. An error is a probe that could not be
 // made (the connection could not even be opened, a namespace not
 // entered): it proves nothing either way.
-func (l *Link) Probe(timeout time.Duration) (Measure, error) {
+func (l *Link) Probe(ctx context.Context, timeout time.Duration) (Measure, error) {
 	c, err := l.Client.DialAsClient(l.Server.Addr, timeout)
 	if err != nil {
 		return Measure{}, err
 	}
 	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	defer stop()
 	t0 := time.Now()
 	_ = c.SetDeadline(t0.Add(timeout))
 	if w := recipe.ProbeRequest(l.Server.Name); len(w) > 0 {
@@ -41,6 +46,9 @@ func (l *Link) Probe(timeout time.Duration) (Measure, error) {
 	}
 	buf := make([]byte, 64<<10)
 	n, err := c.Read(buf)
+	if ctx.Err() != nil {
+		return Measure{}, fmt.Errorf("probe of %s->%s: %w", l.Client.Name, l.Server.Name, ctx.Err())
+	}
 	switch {
 	case n > 0:
 		return Measure{FirstByte: time.Since(t0), Bytes: n}, nil

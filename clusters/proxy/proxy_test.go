@@ -113,11 +113,11 @@ func TestPartitionHoldsThroughTheProxy(t *testing.T) {
 	require.NoError(t, n.Block(context.Background(), [][2]*netns.Host{{h, server}}))
 	_, err := h.Dial(addr, 300*time.Millisecond)
 	require.Error(t, err, "the partition's probe went through")
-	m, err := s.ClientLinks(h)[0].Probe(500 * time.Millisecond)
+	m, err := s.ClientLinks(h)[0].Probe(context.Background(), 500*time.Millisecond)
 	require.NoError(t, err)
 	require.Zero(t, m.Bytes, "an answer crossed the partition through the proxy")
 	require.NoError(t, n.Heal(context.Background()))
-	m, err = s.ClientLinks(h)[0].Probe(2 * time.Second)
+	m, err = s.ClientLinks(h)[0].Probe(context.Background(), 2*time.Second)
 	require.NoError(t, err)
 	require.Positive(t, m.Bytes, "healed: %+v", m)
 }
@@ -127,7 +127,7 @@ func TestPartitionHoldsThroughTheProxy(t *testing.T) {
 func TestToxicsTakeEffect(t *testing.T) {
 	s, _, h, _ := redisNet(t)
 	link := s.ClientLinks(h)[0]
-	base, err := link.Probe(2 * time.Second)
+	base, err := link.Probe(context.Background(), 2*time.Second)
 	require.NoError(t, err)
 	require.Positive(t, base.Bytes)
 	for _, tc := range []struct {
@@ -156,7 +156,7 @@ func TestToxicsTakeEffect(t *testing.T) {
 			// retransmission timeout late.
 			for i := 0; i < 10 && m.FirstByte < initialRTO; i++ {
 				var err error
-				m, err = link.Probe(5 * time.Second)
+				m, err = link.Probe(context.Background(), 5*time.Second)
 				require.NoError(t, err)
 			}
 			require.GreaterOrEqual(t, m.FirstByte, initialRTO, "%+v", m)
@@ -165,11 +165,11 @@ func TestToxicsTakeEffect(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			remove, err := s.Apply([]*Link{link}, tc.toxic)
 			require.NoError(t, err)
-			m, err := link.Probe(1500 * time.Millisecond)
+			m, err := link.Probe(context.Background(), 1500*time.Millisecond)
 			require.NoError(t, err)
 			tc.check(t, m)
 			require.NoError(t, remove())
-			m, err = link.Probe(2 * time.Second)
+			m, err = link.Probe(context.Background(), 2*time.Second)
 			require.NoError(t, err)
 			require.Positive(t, m.Bytes, "removed: %+v", m)
 			require.Less(t, m.FirstByte, 100*time.Millisecond, "removed: %+v", m)
