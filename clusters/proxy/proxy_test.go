@@ -27,8 +27,15 @@ var netSeq atomic.Int64
 // one client namespace, and the proxies of that client's link.
 func redisNet(t testing.TB) (*Set, *netns.Net, *netns.Host, clusters.Cluster) {
 	t.Helper()
+	return proxiedNet(t, "redis")
+}
+
+// proxiedNet is redisNet for topology: every server in a namespace of its
+// own, one client namespace, and the proxies of that client's links.
+func proxiedNet(t testing.TB, topology string) (*Set, *netns.Net, *netns.Host, clusters.Cluster) {
+	t.Helper()
 	testenv.Require(t, netns.Available())
-	testenv.Require(t, clusters.Check("redis"))
+	testenv.Require(t, clusters.Check(topology))
 	id := fmt.Sprintf("%spx%d%d", netns.Prefix, os.Getpid()%100000, netSeq.Add(1))
 	n, err := netns.New(id)
 	require.NoError(t, err)
@@ -36,7 +43,7 @@ func redisNet(t testing.TB) (*Set, *netns.Net, *netns.Host, clusters.Cluster) {
 		_ = n.Close()
 		require.Empty(t, netns.Names(id), "namespaces left behind")
 	})
-	cl, err := local.Backend{}.Start(context.Background(), clusters.Spec{Topology: "redis", Dir: t.TempDir(), Net: n})
+	cl, err := local.Backend{}.Start(context.Background(), clusters.Spec{Topology: topology, Dir: t.TempDir(), Net: n})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cl.Stop(context.Background()) })
 	h, err := n.AddHost("client-1")
@@ -100,6 +107,46 @@ func TestEveryClientConnectionIsProxied(t *testing.T) {
 		}
 	}
 	require.Equal(t, 4, seen, "the server sees the client's 4 connections:\n%s", list)
+}
+
+// An address a protocol hands out goes through the proxies too: the
+// master Sentinel names, dialled as the client would (go-redis's failover
+// client does), is reached through the proxy of the client's link to that
+// data node.
+func TestSentinelsMasterIsProxied(t *testing.T) {
+	s, _, h, cl := proxiedNet(t, "redis-sentinel")
+	byAddr := map[string]*Link{}
+	var sentinel *Link
+	for _, l := range s.ClientLinks(h) {
+		byAddr[l.Server.Addr] = l
+		if strings.HasPrefix(l.Server.Name, "sentinel-") && sentinel == nil {
+			sentinel = l
+		}
+	}
+	require.NotNil(t, sentinel, "no Sentinel among %v", cl.Addrs())
+	c, err := h.DialAsClient(sentinel.Server.Addr, 2*time.Second)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = fmt.Fprintf(c, "SENTINEL get-master-addr-by-name %s\r\n", clusters.SentinelMaster)
+	require.NoError(t, err)
+	r := bufio.NewReader(c)
+	var fields []string
+	for len(fields) < 2 {
+		line, err := r.ReadString('\n')
+		require.NoError(t, err)
+		if line = strings.TrimSpace(line); !strings.HasPrefix(line, "*") && !strings.HasPrefix(line, "$") {
+			fields = append(fields, line)
+		}
+	}
+	master := net.JoinHostPort(fields[0], fields[1])
+	link := byAddr[master]
+	require.NotNil(t, link, "Sentinel named %s, which is no server's address", master)
+	before := link.Accepted()
+	m, err := h.DialAsClient(master, 2*time.Second)
+	require.NoError(t, err)
+	defer m.Close()
+	require.Equal(t, "+PONG\r\n", command(t, m, "PING"))
+	require.Equal(t, before+1, link.Accepted(), "the connection to the master Sentinel named went through its proxy")
 }
 
 // A partition holds with the proxies in place: the partition's DROP rules
