@@ -91,6 +91,7 @@ func newFacts(h *history.History) *facts {
 	for _, s := range f.spans {
 		c.HeldNs += s.End - s.Start
 	}
+	c.ShortGrants, c.MissingVotes = missingVotes(h)
 	return f
 }
 

@@ -131,6 +131,12 @@ type Counts struct {
 	ResourceFinal   int64 `json:"resource_final"`
 	DurationNs      int64 `json:"duration_ns"`
 	HeldNs          int64 `json:"held_ns"` // time during which some client surely held the lock
+	// ShortGrants counts the grants on several servers (Redlock's) that
+	// some server voted no for or never answered, and MissingVotes how
+	// often each server was missing from them (a slow or cut server:
+	// Redlock's per-node timeout makes a late answer a missing vote).
+	ShortGrants  int            `json:"short_grants,omitempty"`
+	MissingVotes map[string]int `json:"missing_votes,omitempty"`
 }
 
 // Result is what results.json holds.

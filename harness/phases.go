@@ -19,6 +19,7 @@ import (
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/proxy"
 	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
@@ -341,7 +342,8 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 	info := r.runInfo(base)
 	rec.RecordAt(history.Event{Type: history.Run, Info: info}, 0)
 
-	wl, procs, err := r.startClients(rec)
+	links := r.makeProxies()
+	wl, procs, err := r.startClients(rec, links)
 	if err != nil {
 		rec.Record(history.Event{Type: history.RunEnd, Detail: "harness error: " + err.Error()}, nil)
 		return driven{}, err
@@ -361,7 +363,7 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 			stopNow()
 		}
 	})
-	wlErr, nErr := r.sideBySide(ctx, stop, stopNow, rec, wl, procs)
+	wlErr, nErr := r.sideBySide(ctx, stop, stopNow, rec, wl, procs, links)
 	d := driven{detected: det.finish(), interrupted: ctx.Err() != nil}
 	endDetail := "time limit"
 	switch {
@@ -384,13 +386,13 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 }
 
 // startClients starts the run's client processes, recording into rec.
-func (r *run) startClients(rec *history.Recorder) (*workloads.Runner, []*workloads.Process, error) {
+func (r *run) startClients(rec *history.Recorder, links *proxy.Set) (*workloads.Runner, []*workloads.Process, error) {
 	o := r.o
 	wl := workloads.NewRunner(workloads.Config{
 		Clients: o.Clients, Argv: r.argv, Hello: r.hello,
 		Hold: o.Hold, Think: o.Think, Seed: o.Seed, Dir: r.dir,
 		ReplyLimit: replyLimit(o), StartLimit: 10 * time.Second,
-		ClientHost: clientHost(r.network),
+		ClientHost: proxiedHost(r.network, links),
 		Tracker:    r.tracker, Recorder: rec, Resource: workloads.NewResource(0, o.Fence),
 		Reentrant: r.plan.Scheme.Reentrant, ReadWrite: r.plan.Scheme.ReadWrite,
 	})
@@ -403,10 +405,10 @@ func (r *run) startClients(rec *history.Recorder) (*workloads.Runner, []*workloa
 // that failed, a client that misbehaved) ends the others at once, and the
 // run is aborted; the workload's end ends the faults. ctx is the
 // interrupt. It returns both errors, for the record.
-func (r *run) sideBySide(ctx, stop context.Context, stopNow func(), rec *history.Recorder, wl *workloads.Runner, procs []*workloads.Process) (wlErr, nErr error) {
+func (r *run) sideBySide(ctx, stop context.Context, stopNow func(), rec *history.Recorder, wl *workloads.Runner, procs []*workloads.Process, links *proxy.Set) (wlErr, nErr error) {
 	o := r.o
 	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
-		Settings: r.plan.Settings, Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
+		Settings: r.plan.Settings, Links: links, Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
 	g, gctx := errgroup.WithContext(stop)
 	g.Go(func() error {
 		nErr = nemesis.RunAll(gctx, env, r.plan.Nemeses)

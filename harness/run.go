@@ -325,7 +325,7 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 		case isFault:
 			f, _ := nemesis.ParamFault(k)
 			verb := "sets"
-			if f != k {
+			if info, _ := nemesis.Lookup(f); info.Aim == k {
 				verb = "aims"
 			}
 			return usage("--param %s %s the %s fault, which this run does not inject (--nemesis %s)", k, verb, f, strings.Join(nemeses, ","))

@@ -53,7 +53,7 @@ func (b *builder) add(e *Event) error {
 		return b.complete(e)
 	case FaultStart:
 		b.faults[e.FaultID] = len(h.Faults)
-		h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Point: e.Point, Detail: e.Detail, Start: e.Time, End: Never})
+		h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Point: e.Point, Detail: e.Detail, Start: e.Time, End: Never, Held: e.Latency})
 	case FaultEnd:
 		if i, ok := b.faults[e.FaultID]; ok && h.Faults[i].End == Never {
 			h.Faults[i].End = e.Time

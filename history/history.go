@@ -116,10 +116,14 @@ type Event struct {
 	Nodes []string `json:"nodes,omitempty"`
 	// Valid, for an acquire ok from a client that checks its lease: how
 	// long (ns) after this event the client still considers it valid.
-	Valid   int64  `json:"valid,omitempty"`
-	Reason  string `json:"reason,omitempty"`  // for Fail: one of the Reason constants
-	Error   string `json:"error,omitempty"`   // error text for Fail and Info
-	Latency int64  `json:"latency,omitempty"` // completions: ns since the invocation
+	Valid  int64  `json:"valid,omitempty"`
+	Reason string `json:"reason,omitempty"` // for Fail: one of the Reason constants
+	Error  string `json:"error,omitempty"`  // error text for Fail and Info
+	// Latency, on a completion: ns since the invocation. On the start of
+	// a link fault that delays the answers (delay, slow-node): the least
+	// time (ns) each answer crossing the links it struck was held back
+	// (the delay less its jitter), until its end.
+	Latency int64 `json:"latency,omitempty"`
 
 	// Mode, for an acquire of a read-write lock: ModeRead (shared) or
 	// ModeWrite (exclusive); empty for an exclusive lock.

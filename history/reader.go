@@ -72,7 +72,22 @@ type Fault struct {
 	// Failed: the fault never took effect (its end says "failed: ..."):
 	// it struck nothing.
 	Failed bool
+	// Held, for a link fault that delays the answers: each answer that
+	// crossed its links between Start and End was held back at least this
+	// long (ns; Event.Latency on its start); 0 for any other fault.
+	Held int64
 }
+
+// Proxied is the nemesis that injects no fault but runs every client-server
+// link through a proxy (the baseline of the network-speed faults): like
+// "none", a run under it is not expected to strike anything.
+const Proxied = "proxied"
+
+// AimInFlight starts the detail of a link fault aimed at an acquire in
+// flight (its client's links struck as it sent the acquire: "in-flight:
+// delay 1.8s on the answers for 4.1s"), as "lost-reply" starts a
+// partition's aimed at one.
+const AimInFlight = "in-flight"
 
 // Client is one client process's life.
 type Client struct {

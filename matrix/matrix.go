@@ -187,6 +187,8 @@ func fits(name string, n nemesis.Needs, s locks.Scheme, t clusters.TopologyInfo,
 		return answer(NotApplicable, "the %s fault needs the clock shim, which only the Redis and MySQL topologies have; %s has none (ZooKeeper and etcd expire sessions on monotonic clocks)", name, t.Name)
 	case n.OwnClock && !s.ReadsOwnClock():
 		return answer(NotApplicable, "the %s fault cannot matter to lock %s: %s never reads its own clock (%s)", name, s.Name, s.Name, clockFreeBecause(s))
+	case n.Proxies && b.Name == clusters.Compose:
+		return answer(NotApplicable, "the %s fault puts a proxy on every client-server link, which --cluster %s does not yet (use --cluster %s or %s)", name, clusters.Compose, clusters.Local, clusters.Docker)
 	case n.IsolatesPrimary && !b.IsolatesPrimary:
 		return answer(NotApplicable, "--param %s runs on --cluster %s only", n.Setting, clusters.Local)
 	case n.IsolatesPrimary && !t.IsolatesPrimary:

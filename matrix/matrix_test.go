@@ -53,6 +53,10 @@ func TestApplicable(t *testing.T) {
 		why                  string
 	}{
 		{"baseline", "redis-lua", "", []string{"none"}, nil, matrix.Machine{}, matrix.Applies, ""},
+		{"delay, local", "redis-lua", "", []string{"delay"}, nil, matrix.Machine{}, matrix.Applies, ""},
+		{"delay, not root", "zk", "", []string{"slow-node"}, nil, noRoot, matrix.Skipped, "network faults need root"},
+		{"delay on docker", "redis-lua", "", []string{"pause", "delay"}, nil, matrix.Machine{Cluster: "docker"}, matrix.Applies, ""},
+		{"proxied baseline on compose", "etcd", "", []string{"proxied"}, nil, matrix.Machine{Cluster: "compose"}, matrix.NotApplicable, "the proxied fault puts a proxy on every client-server link, which --cluster compose does not yet"},
 		{"client clock, no validity check", "redis-lua", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.NotApplicable, "redis-lua never reads its own clock"},
 		{"client clock, redlock", "redlock", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.Applies, ""},
 		{"client clock, validity from events", "zk-strict", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.NotApplicable, "zk-strict never reads its own clock (it learns that it lost the lock from its server"},

@@ -8,7 +8,9 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/proxy"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/workloads"
@@ -29,6 +32,7 @@ type Env struct {
 	TTL      time.Duration // the lease length: pauses are sized from it
 	Seed     int64
 	Net      *netns.Net        // the run's network; nil when it has none
+	Links    *proxy.Set        // the proxies on the client-server links; nil when the run has none
 	Params   map[string]string // --param settings (e.g. partition=isolate-holder)
 	// Settings are the faults' own --param settings, parsed once
 	// (ParseSettings); the zero value: every fault's defaults.
@@ -151,6 +155,9 @@ type Needs struct {
 	// OwnClock: a scheme that reads its own clock (history.Traits
 	// ReadsOwnClock); to any other the fault cannot matter.
 	OwnClock bool
+	// Proxies: a proxy on every client-server link (clusters/proxy), put
+	// in place by the harness when a fault of the run needs them.
+	Proxies bool
 	// Setting is the --param setting these needs come from, e.g.
 	// "failover=isolate"; "" for the fault's own.
 	Setting string
@@ -163,6 +170,7 @@ func (n Needs) or(m Needs) Needs {
 	n.Net = n.Net || m.Net
 	n.IsolatesPrimary = n.IsolatesPrimary || m.IsolatesPrimary
 	n.OwnClock = n.OwnClock || m.OwnClock
+	n.Proxies = n.Proxies || m.Proxies
 	if n.Setting == "" {
 		n.Setting = m.Setting
 	}
@@ -176,6 +184,29 @@ type Param struct {
 	Check func(value string) error
 	// Adds are the needs some values add to the fault's own.
 	Adds map[string]Needs
+	// Keys are more --param keys the fault reads (e.g. delay's jitter),
+	// each with the check of its values.
+	Keys map[string]func(value string) error
+}
+
+// extraKey reports whether i reads the --param key besides its own.
+func (i Info) extraKey(key string) bool {
+	if i.Param == nil {
+		return false
+	}
+	_, ok := i.Param.Keys[key]
+	return ok
+}
+
+// NeedsProxies reports whether the nemeses ns need a proxy on every
+// client-server link.
+func NeedsProxies(ns []Nemesis) bool {
+	for _, n := range ns {
+		if info, ok := lookup(n.Name()); ok && info.Needs.Proxies {
+			return true
+		}
+	}
+	return false
 }
 
 // NeedsNet reports whether the nemeses ns need the network layer with the
@@ -222,7 +253,7 @@ func Lookup(name string) (Info, bool) { return lookup(name) }
 // (named after it) or its aim (pause-at, crash-at); ok false for none.
 func ParamFault(key string) (fault string, ok bool) {
 	for _, i := range All {
-		if (i.Name == key && i.Param != nil) || (i.Aim != "" && i.Aim == key) {
+		if (i.Name == key && i.Param != nil) || (i.Aim != "" && i.Aim == key) || i.extraKey(key) {
 			return i.Name, true
 		}
 	}
@@ -238,6 +269,11 @@ func CheckParam(name, value string) (ok bool, err error) {
 				return true, fmt.Errorf("--param %s: %w", name, err)
 			}
 			return true, nil
+		}
+	}
+	for _, i := range All {
+		if i.extraKey(name) {
+			return true, i.Param.Keys[name](value)
 		}
 	}
 	info, found := lookup(name)
@@ -261,12 +297,16 @@ func ParamNames() []string {
 		if i.Aim != "" {
 			out = append(out, i.Aim)
 		}
+		if i.Param != nil {
+			out = append(out, slices.Sorted(maps.Keys(i.Param.Keys))...)
+		}
 	}
 	return out
 }
 
-// All is the registry of nemeses, in the order `locktest list` shows them.
-var All = []Info{
+// All is the registry of nemeses, in the order `locktest list` shows them
+// (the network-speed faults, declared in netspeed.go, last).
+var All = append([]Info{
 	{"none", "no fault: the baseline every scheme must pass", nil, Needs{}, nil, ""},
 	{"pause", "SIGSTOP a client for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC; it strikes right after a grant and at the scheme's own gaps (after-check, after-get; with --wait a waiter), drawn by the seed (--param pause-at=POINT,... to choose)", func() Nemesis { return &pause{} }, Needs{}, &Param{Check: checkPause}, "pause-at"},
 	{"pause-server", "freeze a server right after a grant, for 0.5-2x the TTL (SIGSTOP, then SIGCONT; docker pause and unpause on containers) (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }, Needs{}, &Param{}, ""},
@@ -277,7 +317,7 @@ var All = []Info{
 	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; only when named: " + strings.Join(OptInShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }, Needs{Net: true}, &Param{Check: checkShapes}, ""},
 	{"failover", "kill -9 the primary right after a grant and promote its replica (Sentinel does, or the harness as an operator would); the old primary rejoins as a replica 1-2 s later (replicated topologies: redis-sentinel, --topology mysql-replicated); --param failover=isolate on redis-sentinel cuts the master off the network instead (needs root) and heals it 1-2 s later: it comes back with its stale data until Sentinel demotes it", func() Nemesis { return &failover{} }, Needs{Failover: true}, &Param{Check: checkFailover,
 		Adds: map[string]Needs{FailoverIsolate: {Net: true, IsolatesPrimary: true, Setting: "failover=" + FailoverIsolate}}}, ""},
-}
+}, NetSpeedFaults...)
 
 // NetUnavailable completes err, why the network layer cannot work here,
 // with the faults that need it and those that still work; nil stays nil.
@@ -412,6 +452,12 @@ func fault(env *Env, name, target string, client int, detail string) func(string
 	return recordFault(env, name, target, client, "", detail)
 }
 
+// heldFault is fault for a link fault that holds every answer on the links
+// it strikes back at least held (history.Event.Latency).
+func heldFault(env *Env, name, target string, client int, detail string, held time.Duration) func(string) {
+	return recordEvent(env, history.Event{Fault: name, Target: target, Client: client, Detail: detail, Latency: int64(held)})
+}
+
 // faultAt records the start of a client fault on client that struck at a
 // fault point (history.Event.Point) and returns the function that records
 // its end.
@@ -422,10 +468,17 @@ func faultAt(env *Env, name string, client int, point, detail string) func(strin
 // recordFault records a fault's start (at point, for a client fault that
 // struck at one) and returns the function that records its end.
 func recordFault(env *Env, name, target string, client int, point, detail string) func(string) {
+	return recordEvent(env, history.Event{Fault: name, Target: target, Client: client, Point: point, Detail: detail})
+}
+
+// recordEvent records start, a fault's start event, and returns the
+// function that records its end.
+func recordEvent(env *Env, start history.Event) func(string) {
 	id := env.faultIDs.Add(1)
-	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: name, Target: target, Client: client, Point: point, FaultID: id, Detail: detail}, nil)
+	start.Type, start.FaultID = history.FaultStart, id
+	env.Recorder.Record(start, nil)
 	return func(d string) {
-		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: name, Target: target, Client: client, FaultID: id, Detail: d}, nil)
+		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: start.Fault, Target: start.Target, Client: start.Client, FaultID: id, Detail: d}, nil)
 	}
 }
 

@@ -101,6 +101,9 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 		p.printf("  writes    %d accepted, %d rejected for a stale token\n", c.WritesAccepted, c.WritesRejected)
 	}
 	p.printf("  faults    %d injected, %d struck while the lock was held\n", c.Faults, c.FaultsOnHolder)
+	if c.ShortGrants > 0 {
+		p.printf("  votes     %d of %d grants short of a vote: %s\n", c.ShortGrants, c.AcquiresOK, missingVotes(c.MissingVotes))
+	}
 
 	if len(r.Properties) > 0 {
 		p.printf("\nproperties:\n")
@@ -297,4 +300,18 @@ func unsafeGloss(r *checker.Result) string {
 		return "a client used the lock after its own validity ran out (a client bug), and holders outlived their leases"
 	}
 	return "lost by design: a holder outlived its lease or session and went on, so two clients held the lock; only fencing tokens protect the resource"
+}
+
+// missingVotes says how often each server's vote was missing, most often
+// first ("redis-2 missing from 26, redis-4 from 3").
+func missingVotes(m map[string]int) string {
+	names := byCount(m)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s from %d", n, m[n])
+		if i == 0 {
+			parts[i] = fmt.Sprintf("%s missing from %d", n, m[n])
+		}
+	}
+	return strings.Join(parts, ", ")
 }
