@@ -45,7 +45,14 @@ func writeWitnesses(ctx context.Context, dir string, h *history.History, res *ch
 	if res.CheckInterrupted {
 		return "", nil
 	}
-	ws := checker.Witnesses(ctx, h, res, checker.WitnessOptions{})
+	if len(res.Anomalies) == 0 {
+		return "", nil
+	}
+	whole, err := h.Whole() // a witness is cut from the events, which Load left in the file
+	if err != nil {
+		return "", err
+	}
+	ws := checker.Witnesses(ctx, whole, res, checker.WitnessOptions{})
 	partial := 0
 	for _, w := range ws {
 		sub := witnessDir(w.Anomaly + 1)

@@ -94,3 +94,19 @@ func leadingTime(b []byte) (int64, bool) {
 	t, _, ok := plainInt(b, i+len(time))
 	return t, ok
 }
+
+// Whole returns the history with every event: h itself, or, for a Lean
+// history, its file read again keeping them all (what a sub-history of
+// whole operations, such as a witness, is cut from). It costs the memory
+// of every event, so callers ask for it only when they need them.
+func (h *History) Whole() (*History, error) {
+	if !h.Lean {
+		return h, nil
+	}
+	f, err := os.Open(h.Source)
+	if err != nil {
+		return nil, fmt.Errorf("read the history's events again: %w", err)
+	}
+	defer f.Close()
+	return Parse(f)
+}
