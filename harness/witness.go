@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"time"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
@@ -48,11 +49,11 @@ func writeWitnesses(ctx context.Context, dir string, h *history.History, res *ch
 	if len(res.Anomalies) == 0 {
 		return "", nil
 	}
-	whole, err := h.Whole() // a witness is cut from the events, which Load left in the file
+	from, err := witnessSource(h, res)
 	if err != nil {
 		return "", err
 	}
-	ws := checker.Witnesses(ctx, whole, res, checker.WitnessOptions{})
+	ws := checker.Witnesses(ctx, from, res, checker.WitnessOptions{})
 	partial := 0
 	for _, w := range ws {
 		sub := witnessDir(w.Anomaly + 1)
@@ -105,4 +106,44 @@ func writeHistory(dir string, events []history.Event) error {
 		rec.RecordAt(e, e.Time)
 	}
 	return rec.Close()
+}
+
+// witnessMaxOps bounds the operations a witness is cut from, so that
+// minimising the anomalies of a long history costs the memory of a window
+// of it, not of every event (which Load leaves in the file).
+var witnessMaxOps = 200_000
+
+// witnessSource is the history the witnesses are cut from: h with every
+// event when it is short or already whole; else a window of it around
+// the anomalies a witness is made for (checker.Prioritized; each with a
+// margin of four times its length and at least a second on either side,
+// the widest the minimiser's own search around an anomaly goes before it
+// takes the whole history), the widest anomalies left out until the
+// window holds at most witnessMaxOps operations. A witness is checked on
+// its own whatever it was cut from.
+func witnessSource(h *history.History, res *checker.Result) (*history.History, error) {
+	if !h.Lean {
+		return h, nil
+	}
+	if len(h.Ops) <= witnessMaxOps {
+		return h.Whole()
+	}
+	var spans []history.Span
+	total := 0 // an upper bound: spans may overlap
+	for _, i := range checker.Prioritized(res.Anomalies) {
+		a := res.Anomalies[i]
+		end := min(a.End, h.End)
+		pad := max(4*(end-a.Start), int64(time.Second))
+		s := history.Span{From: a.Start - pad, To: end + pad}
+		if s.To >= h.End { // to the end, operations never completed included
+			s.To = history.Never
+		}
+		n := h.OpsWithin([]history.Span{s})
+		if total+n > witnessMaxOps {
+			continue
+		}
+		total += n
+		spans = append(spans, s)
+	}
+	return h.Window(spans)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/lostgen"
 	"github.com/locktest/locktest/reports"
 )
@@ -21,8 +22,19 @@ import (
 // clients; a second check replaces the witnesses of the first, and a
 // witness's own check writes none.
 func TestCheckDirWritesWitnesses(t *testing.T) {
+	t.Run("whole", func(t *testing.T) { checkDirWritesWitnesses(t, 2000, true) })
+	// A long history's witnesses are cut from a window around its
+	// anomalies (witnessSource): the same witnesses, each checked alone.
+	t.Run("window", func(t *testing.T) {
+		defer func(n int) { witnessMaxOps = n }(witnessMaxOps)
+		witnessMaxOps = 3000 // of 20000: some anomalies' windows, not all
+		checkDirWritesWitnesses(t, 20000, false)
+	})
+}
+
+func checkDirWritesWitnesses(t *testing.T, ops int, all bool) {
 	dir := t.TempDir()
-	_, err := lostgen.WriteDir(dir, lostgen.Config{Ops: 2000, Clients: 20, Lost: 0.02, Double: 2, Mix: lostgen.MixCertain, Resource: true, Seed: 5})
+	_, err := lostgen.WriteDir(dir, lostgen.Config{Ops: ops, Clients: 20, Lost: 0.02, Double: 2, Mix: lostgen.MixCertain, Resource: true, Seed: 5})
 	require.NoError(t, err)
 	stale := filepath.Join(dir, "witness-99")
 	require.NoError(t, os.Mkdir(stale, 0o755))
@@ -60,4 +72,12 @@ func TestCheckDirWritesWitnesses(t *testing.T) {
 		}
 	}
 	require.Equal(t, len(stored.Anomalies), witnessed, "every anomaly (at most 16) has a witness")
+	if !all { // the witnesses were cut from a window of the history
+		h, err := history.Load(filepath.Join(dir, "history.jsonl"))
+		require.NoError(t, err)
+		src, err := witnessSource(h, stored)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(src.Ops), witnessMaxOps)
+		require.Positive(t, len(src.Ops))
+	}
 }

@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"os"
+	"sort"
 )
 
 // Span is a closed interval of history time, in ns.
@@ -109,4 +110,58 @@ func (h *History) Whole() (*History, error) {
 	}
 	defer f.Close()
 	return Parse(f)
+}
+
+// Window returns the sub-history of h made of whole operations that lie
+// in a span (invoked and completed in it; one never completed, invoked in
+// it) and every event of no operation (header, faults, client lives,
+// notes, run end), with all their events, in file order. For a Lean
+// history only the spans' events are read back from its file, so a
+// window costs the memory of what it holds, not of the whole history.
+// A witness cut from a window is checked on its own, like any other.
+func (h *History) Window(spans []Span) (*History, error) {
+	keep := map[int64]bool{}
+	for i := range h.Ops {
+		o := &h.Ops[i]
+		for _, s := range spans {
+			if s.contains(o.Call) && (o.Completed == Never || s.contains(o.Completed)) {
+				keep[o.OpID] = true
+				break
+			}
+		}
+	}
+	var evs []Event
+	isOp := func(e *Event) bool { return e.Type == Invoke || e.Type == OK || e.Type == Fail || e.Type == Info }
+	for i := range h.Events {
+		if e := &h.Events[i]; !isOp(e) {
+			evs = append(evs, *e)
+		}
+	}
+	seen := map[int64]bool{} // an event in two spans is visited twice
+	err := h.EachEventWithin(spans, func(_ int, e *Event) {
+		if isOp(e) && keep[e.OpID] && !seen[e.Seq] {
+			seen[e.Seq] = true
+			evs = append(evs, *e)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].Seq < evs[j].Seq })
+	return FromEvents(evs)
+}
+
+// OpsWithin counts the operations Window(spans) would keep.
+func (h *History) OpsWithin(spans []Span) int {
+	n := 0
+	for i := range h.Ops {
+		o := &h.Ops[i]
+		for _, s := range spans {
+			if s.contains(o.Call) && (o.Completed == Never || s.contains(o.Completed)) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
