@@ -138,7 +138,7 @@ func buildPage(dir string, rep *Report) pageView {
 	for _, c := range rep.Candidates {
 		r := RateOf(c.Tries)
 		v.Candidates = append(v.Candidates, candidateRow{N: c.N, Step: string(c.Step), Change: c.Change, Outcome: string(c.Outcome),
-			Kept: c.Kept, Tries: fmt.Sprintf("%d of %d", r.Reproduced, len(c.Tries))})
+			Kept: c.Kept, Tries: triesWords(r, len(c.Tries))})
 	}
 	v.Witness, v.WitnessNote = minimalWitness(dir, rep)
 	if v.Witness != nil {
@@ -148,6 +148,17 @@ func buildPage(dir string, rep *Report) pageView {
 		}
 	}
 	return v
+}
+
+// triesWords says how many of a candidate's runs reproduced, of those
+// that ran to their end; the runs cut (budget, Ctrl-C) or failed are
+// counted apart: they prove nothing.
+func triesWords(r Rate, runs int) string {
+	s := fmt.Sprintf("%d of %d", r.Reproduced, r.Tries)
+	if n := runs - r.Tries; n > 0 {
+		s += fmt.Sprintf(" (+%d cut or failed)", n)
+	}
+	return s
 }
 
 func faultWords(c Config) string {

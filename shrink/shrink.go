@@ -185,17 +185,23 @@ func (s *shrinker) confirm() {
 	s.step = StepConfirm
 	c := &Candidate{N: len(s.rep.Candidates) + 1, Step: StepConfirm, Change: fmt.Sprintf("%d runs of the result", s.o.Confirm), Config: s.best}
 	fmt.Fprintf(s.o.Progress, "[%d] %s: %s (%s left)\n", c.N, c.Step, c.Change, s.left().Round(time.Second))
-	for i := 0; i < s.o.Confirm; i++ {
-		t, err := s.try(c, i+1, 0)
-		if err != nil {
-			break
+	var err error
+	for i := 0; i < s.o.Confirm && err == nil; i++ {
+		var t Try
+		t, err = s.try(c, i+1, 0)
+		if t.WallNs > 0 || t.Dir != "" || t.Error != "" {
+			c.Tries = append(c.Tries, t)
 		}
-		c.Tries = append(c.Tries, t)
 	}
 	c.Outcome = NotReproduced
 	rate := RateOf(c.Tries)
 	if rate.Reproduced > 0 {
 		c.Outcome = Reproduced
+	}
+	// Ctrl-C during the confirmation ends the shrink as interrupted (exit
+	// 130), like Ctrl-C anywhere else: its rate counts the runs that ended.
+	if errors.Is(err, errInterrupted) {
+		s.rep.Stopped, s.rep.StoppedAt = StoppedInterrupted, StepConfirm
 	}
 	s.rep.Candidates = append(s.rep.Candidates, *c)
 	if rate.Tries > 0 {

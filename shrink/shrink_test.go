@@ -308,3 +308,32 @@ func TestShrinkChosenProperty(t *testing.T) {
 	_, err = Shrink(context.Background(), r, original(t, false), o)
 	require.ErrorContains(t, err, "has no violation foreign-release to shrink (it has: [double-holder (lease-expired) lost-update])")
 }
+
+// Ctrl-C during the confirmation runs is an interrupted shrink (exit 130),
+// not a finished one: the report says it stopped in the confirmation, and
+// the interrupted run is on record, not counted in the rate.
+func TestShrinkInterruptedInConfirmation(t *testing.T) {
+	r, o := newStub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep, err := Shrink(context.Background(), r, original(t, true), o)
+	require.NoError(t, err)
+	total := r.runs // the runs of a whole shrink, the last o.Confirm confirming
+
+	r2, o2 := newStub(t)
+	r2.cancel, r2.cancelAt = cancel, total-1 // the last confirmation run but one
+	rep2, err := Shrink(ctx, r2, original(t, true), o2)
+	require.NoError(t, err)
+	require.Equal(t, rep.Minimal.Summary(), rep2.Minimal.Summary(), "the search itself was over")
+	require.Equal(t, StoppedInterrupted, rep2.Stopped)
+	require.Equal(t, StepConfirm, rep2.StoppedAt)
+	require.Equal(t, total-1, r2.runs, "no run after the interrupt")
+	last := rep2.Candidates[len(rep2.Candidates)-1]
+	require.Equal(t, StepConfirm, last.Step)
+	require.Len(t, last.Tries, o.Confirm-1, "the interrupted run is on record")
+	require.True(t, last.Tries[len(last.Tries)-1].Interrupted)
+	require.Equal(t, o.Confirm-2, rep2.Rate.Tries, "an interrupted run is not counted in the rate")
+	// shrink.html counts the same way.
+	rows := buildPage(t.TempDir(), rep2).Candidates
+	require.Equal(t, "3 of 3 (+1 cut or failed)", rows[len(rows)-1].Tries)
+}
