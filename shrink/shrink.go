@@ -172,8 +172,16 @@ func (s *shrinker) finish(err error) {
 	s.rep.ElapsedNs = int64(s.o.Now().Sub(s.start))
 	s.rep.Finished = true
 	s.save()
-	fmt.Fprintf(s.o.Progress, "shrink %s after %d runs in %s: %s; reproduces %s\n", s.rep.Stopped, s.rep.Runs,
+	fmt.Fprintf(s.o.Progress, "shrink %s after %d runs in %s: %s; reproduces %s\n", stoppedTerm[s.rep.Stopped], s.rep.Runs,
 		time.Duration(s.rep.ElapsedNs).Round(time.Second), s.best.Summary(), s.rep.Rate)
+}
+
+// stoppedTerm says why shrinking stopped on the terminal's last line.
+var stoppedTerm = map[string]string{
+	StoppedDone:          "done",
+	StoppedBudget:        "stopped (the budget ran out; the best by then)",
+	StoppedInterrupted:   "interrupted (the best by then)",
+	StoppedNotReproduced: "stopped (the original never failed the same way again; nothing shrunk)",
 }
 
 // confirm runs the best configuration o.Confirm times (as many as the
@@ -183,6 +191,12 @@ func (s *shrinker) confirm() {
 		return
 	}
 	s.step = StepConfirm
+	if err := s.canStart(0); err != nil {
+		if errors.Is(err, errInterrupted) {
+			s.rep.Stopped, s.rep.StoppedAt = StoppedInterrupted, StepConfirm
+		}
+		return // no time left for a single run: no confirmation to record
+	}
 	c := &Candidate{N: len(s.rep.Candidates) + 1, Step: StepConfirm, Change: fmt.Sprintf("%d runs of the result", s.o.Confirm), Config: s.best}
 	fmt.Fprintf(s.o.Progress, "[%d] %s: %s (%s left)\n", c.N, c.Step, c.Change, s.left().Round(time.Second))
 	var err error
@@ -233,14 +247,24 @@ func (s *shrinker) save() {
 	}
 }
 
+// canStart says whether a run may start, leaving keep of the budget:
+// errInterrupted after Ctrl-C, errBudget when the time left is not more
+// than keep.
+func (s *shrinker) canStart(keep time.Duration) error {
+	if s.ctx.Err() != nil {
+		return errInterrupted
+	}
+	if s.left() <= keep {
+		return errBudget
+	}
+	return nil
+}
+
 // try runs candidate c once (try number i); keep is the time of the
 // budget it must leave (the confirmation's reserve).
 func (s *shrinker) try(c *Candidate, i int, keep time.Duration) (Try, error) {
-	if s.ctx.Err() != nil {
-		return Try{}, errInterrupted
-	}
-	if s.left() <= keep {
-		return Try{}, errBudget
+	if err := s.canStart(keep); err != nil {
+		return Try{}, err
 	}
 	// The budget's end cuts the run (in real time: left is on o.Now).
 	ctx, cancel := context.WithTimeout(s.ctx, s.left())
@@ -293,6 +317,10 @@ func tryWords(t Try) string {
 // (budget, interrupt); the candidate is recorded either way.
 func (s *shrinker) evaluate(step Step, change string, cfg Config) (bool, error) {
 	cfg.describe()
+	// A candidate that cannot start is neither announced nor recorded.
+	if err := s.canStart(s.reserve()); err != nil {
+		return false, err
+	}
 	c := &Candidate{N: len(s.rep.Candidates) + 1, Step: step, Change: change, Config: cfg, Outcome: NotReproduced}
 	fmt.Fprintf(s.o.Progress, "[%d] %s: %s (%s left)\n", c.N, step, change, s.left().Round(time.Second))
 	var err error

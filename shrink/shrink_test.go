@@ -242,9 +242,12 @@ func TestShrinkOtherCauseDoesNotReproduce(t *testing.T) {
 func TestShrinkBudget(t *testing.T) {
 	r, o := newStub(t)
 	o.Budget = 90 * time.Second
+	var progress strings.Builder
+	o.Progress = &progress
 	rep, err := Shrink(context.Background(), r, original(t, true), o)
 	require.NoError(t, err)
 	require.Equal(t, StoppedBudget, rep.Stopped)
+	require.Contains(t, progress.String(), "\nshrink stopped (the budget ran out; the best by then) after ")
 	require.NotEqual(t, StepBaseline, rep.StoppedAt)
 	require.True(t, rep.Minimal.StopEarly, "the baseline reproduced and was kept")
 	require.LessOrEqual(t, time.Duration(rep.ElapsedNs), o.Budget+40*time.Second, "no run starts after the budget")
@@ -336,4 +339,35 @@ func TestShrinkInterruptedInConfirmation(t *testing.T) {
 	// shrink.html counts the same way.
 	rows := buildPage(t.TempDir(), rep2).Candidates
 	require.Equal(t, "3 of 3 (+1 cut or failed)", rows[len(rows)-1].Tries)
+}
+
+// A candidate the budget leaves no time for is not announced: every
+// candidate the terminal names is one shrink.json records, under the
+// same number.
+func TestShrinkBudgetAnnouncesOnlyCandidatesThatRun(t *testing.T) {
+	for _, budget := range []time.Duration{20 * time.Second, 40 * time.Second, 90 * time.Second, 3 * time.Minute} {
+		r, o := newStub(t)
+		o.Budget = budget
+		var progress strings.Builder
+		o.Progress = &progress
+		rep, err := Shrink(context.Background(), r, original(t, true), o)
+		require.NoError(t, err)
+		announced := map[string]string{}
+		for _, l := range strings.Split(progress.String(), "\n") {
+			n, rest, ok := strings.Cut(l, "] ")
+			if !ok || !strings.HasPrefix(n, "[") || strings.Contains(n, ".") || !strings.Contains(rest, ": ") {
+				continue
+			}
+			step, _, _ := strings.Cut(rest, ":")
+			if strings.Contains(step, " ") {
+				continue // "[3] reproduced; best: ...", the candidate's outcome
+			}
+			require.NotContains(t, announced, n[1:], "budget %s: candidate %s announced twice:\n%s", budget, n, progress.String())
+			announced[n[1:]] = step
+		}
+		require.Len(t, announced, len(rep.Candidates), "budget %s:\n%s", budget, progress.String())
+		for _, c := range rep.Candidates {
+			require.Equal(t, string(c.Step), announced[fmt.Sprint(c.N)])
+		}
+	}
 }
