@@ -38,8 +38,8 @@ func WriteOutputs(dir string, rep *Report, base harness.Options) error {
 	}
 	o := rep.Minimal.Apply(base)
 	rep.Command = ShellLine(CommandLine(o, sched))
-	script := fmt.Sprintf("#!/bin/sh\n# %s: reproduces %s (locktest shrink of %s)\ncd \"$(dirname \"$0\")\" || exit 2\n%s\n",
-		rep.Property, rep.Rate, rep.Source, rep.Command)
+	script := fmt.Sprintf("#!/bin/sh\n# %s: reproduces %s (locktest shrink of %s)\n%s%s\n",
+		rep.Property, rep.Rate, rep.Source, reproPreamble(reproLocktest()), rep.Command)
 	if err := os.WriteFile(filepath.Join(dir, ReproFile), []byte(script), 0o755); err != nil {
 		return err
 	}
@@ -59,6 +59,26 @@ func WriteOutputs(dir string, rep *Report, base harness.Options) error {
 		return fmt.Errorf("write %s: %w", PageFile, err)
 	}
 	return os.WriteFile(filepath.Join(dir, PageFile), buf.Bytes(), 0o644)
+}
+
+// reproLocktest is the locktest repro.sh runs when $LOCKTEST is not set
+// and none is on PATH: this executable (tests put another here).
+var reproLocktest = func() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return "locktest"
+}
+
+// reproPreamble is what repro.sh does before its `locktest run` line: go
+// to the shrink directory (repro-schedule.json is there, and the run's
+// store) and find locktest: $LOCKTEST if set, else the one on PATH, else
+// self.
+func reproPreamble(self string) string {
+	return `# locktest: $LOCKTEST if set, else the one on PATH, else ` + self + "\n" +
+		`cd "$(dirname "$0")" || exit 2` + "\n" +
+		`if [ -z "$LOCKTEST" ] && ! command -v locktest >/dev/null 2>&1; then LOCKTEST=` + shellQuote(self) + "; fi\n" +
+		`if [ -n "$LOCKTEST" ]; then locktest() { "$LOCKTEST" "$@"; }; fi` + "\n"
 }
 
 // relativize makes the run directories of rep relative to dir.

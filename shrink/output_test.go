@@ -3,6 +3,7 @@ package shrink
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -128,5 +129,48 @@ func TestWitnessOf(t *testing.T) {
 			covered = covered || hd.X <= w.Anomaly.X && hd.X+hd.W >= w.Anomaly.X
 		}
 		require.True(t, covered, "%s holds %v, anomaly at x=%v", row.Label, row.Holds, w.Anomaly.X)
+	}
+}
+
+// repro.sh runs without locktest on PATH: with $LOCKTEST when set, else
+// the locktest that wrote it; the locktest on PATH when there is one and
+// $LOCKTEST is not set. Each time with the repro line's arguments, from
+// the shrink directory.
+func TestReproScriptFindsLocktest(t *testing.T) {
+	out := t.TempDir()
+	r, o := newStub(t)
+	rep, err := Shrink(context.Background(), r, original(t, false), o)
+	require.NoError(t, err)
+	base := harness.Options{Lock: "redis-lua", TTL: time.Second, Seed: 42, OpTimeout: time.Second}
+	bin := t.TempDir()
+	self := filepath.Join(bin, "self")
+	fake := func(path, name string) {
+		script := "#!/bin/sh\necho \"" + name + " $PWD $*\" > \"$FAKE_OUT\"\n"
+		require.NoError(t, os.WriteFile(path, []byte(script), 0o755))
+	}
+	fake(self, "self")
+	fake(filepath.Join(bin, "locktest"), "path")
+	fake(filepath.Join(bin, "other"), "env")
+	self0 := reproLocktest
+	reproLocktest = func() string { return self }
+	defer func() { reproLocktest = self0 }()
+	require.NoError(t, WriteOutputs(out, rep, base))
+	args := strings.TrimPrefix(rep.Command, "locktest ")
+
+	for _, c := range []struct{ path, env, want string }{
+		{"/usr/bin:/bin", "", "self"},
+		{"/usr/bin:/bin", filepath.Join(bin, "other"), "env"},
+		{bin + ":/usr/bin:/bin", "", "path"},
+		{bin + ":/usr/bin:/bin", filepath.Join(bin, "other"), "env"},
+	} {
+		res := filepath.Join(t.TempDir(), "ran")
+		cmd := exec.Command("/bin/sh", filepath.Join(out, ReproFile))
+		cmd.Dir = t.TempDir()
+		cmd.Env = []string{"PATH=" + c.path, "LOCKTEST=" + c.env, "FAKE_OUT=" + res}
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "PATH=%s LOCKTEST=%s: %s", c.path, c.env, b)
+		got, err := os.ReadFile(res)
+		require.NoError(t, err)
+		require.Equal(t, c.want+" "+out+" "+args+"\n", string(got), "PATH=%s LOCKTEST=%s", c.path, c.env)
 	}
 }
