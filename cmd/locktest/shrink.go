@@ -143,7 +143,7 @@ func shrinkRun(ctx context.Context, dir string, o *ShrinkOptions, out io.Writer)
 			return nil, "", shrink.UsageError{Err: fmt.Errorf("--property: %w", err)}
 		}
 		if _, ok := p.Match(orig.Result); !ok {
-			return nil, "", shrink.UsageError{Err: fmt.Errorf("--property %s: %s has no such violation (it has: %s)", o.Property, dir, strings.Join(shrink.Violations(orig.Result), ", "))}
+			return nil, "", shrink.UsageError{Err: fmt.Errorf("--property %s: %s has no such violation (it has: %s)", o.Property, dir, propertyFlags(shrink.Violations(orig.Result)))}
 		}
 		prop, chosen = p, &p
 	}
@@ -170,6 +170,15 @@ func shrinkRun(ctx context.Context, dir string, o *ShrinkOptions, out io.Writer)
 		return rep, outDir, err
 	}
 	return rep, outDir, nil
+}
+
+// propertyFlags lists ps as --property takes them.
+func propertyFlags(ps []shrink.Property) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Flag()
+	}
+	return strings.Join(out, ", ")
 }
 
 // shrinkDir makes the shrink directory: out when given (it must not hold

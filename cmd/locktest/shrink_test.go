@@ -48,7 +48,7 @@ func TestShrinkBadInput(t *testing.T) {
 		{"budget zero", []string{unsafe, "--budget", "0s"}, "--budget must be a positive duration"},
 		{"no tries", []string{unsafe, "--tries", "0"}, "--tries must be 1..20"},
 		{"no config", []string{unsafe}, "has no readable config.json"},
-		{"property not in the run", []string{configured, "--property", "foreign-release"}, "--property foreign-release: " + configured + " has no such violation (it has: double-holder (lease-expired), lost-update)"},
+		{"property not in the run", []string{configured, "--property", "foreign-release"}, "--property foreign-release: " + configured + " has no such violation (it has: double-holder:lease-expired, lost-update)"}, // as --property takes them,
 		{"property of another cause", []string{configured, "--property", "double-holder:lease-broken"}, "has no such violation"},
 		{"no run dir", nil, "accepts 1 arg(s), received 0"},
 	}
