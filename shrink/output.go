@@ -131,6 +131,7 @@ var stoppedWords = map[string]string{
 	StoppedBudget:        "the budget ran out; this is the best found by then",
 	StoppedInterrupted:   "interrupted (Ctrl-C); this is the best found by then",
 	StoppedNotReproduced: "the original never failed again in its tries: nothing was shrunk",
+	StoppedError:         "the original could not be run again (see the error in shrink.json): nothing was shrunk",
 }
 
 func buildPage(dir string, rep *Report) pageView {

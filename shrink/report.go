@@ -59,6 +59,7 @@ const (
 	StoppedBudget        = "budget"
 	StoppedInterrupted   = "interrupted"
 	StoppedNotReproduced = "not-reproduced" // the original never failed again
+	StoppedError         = "error"          // the harness could not run the original again (Report.Error)
 )
 
 // Try is one run of a candidate.
@@ -175,7 +176,7 @@ type Report struct {
 	Replay     bool        `json:"replay"`
 	Note       string      `json:"note,omitempty"`
 	Candidates []Candidate `json:"candidates"`
-	Stopped    string      `json:"stopped"`         // done | budget | interrupted | not-reproduced
+	Stopped    string      `json:"stopped"`         // done | budget | interrupted | not-reproduced | error
 	StoppedAt  Step        `json:"stopped_at"`      // the step it was in
 	Error      string      `json:"error,omitempty"` // a harness error that ended it
 	BudgetNs   int64       `json:"budget_ns"`       // --budget

@@ -154,10 +154,10 @@ func (s *shrinker) finish(err error) {
 	case errors.Is(err, errBudget):
 		s.rep.Stopped = StoppedBudget
 	case err != nil:
-		s.rep.Stopped, s.rep.Error = StoppedDone, err.Error()
+		s.rep.Stopped, s.rep.Error = StoppedError, err.Error()
 	}
 	s.rep.StoppedAt = s.step
-	if s.rep.Stopped != StoppedNotReproduced && s.rep.Stopped != StoppedInterrupted {
+	if s.rep.Stopped == StoppedDone || s.rep.Stopped == StoppedBudget {
 		s.confirm()
 	}
 	if s.rep.Rate.Tries == 0 {
@@ -182,6 +182,7 @@ var stoppedTerm = map[string]string{
 	StoppedBudget:        "stopped (the budget ran out; the best by then)",
 	StoppedInterrupted:   "interrupted (the best by then)",
 	StoppedNotReproduced: "stopped (the original never failed the same way again; nothing shrunk)",
+	StoppedError:         "stopped (the original could not be run again; nothing shrunk)",
 }
 
 // confirm runs the best configuration o.Confirm times (as many as the
@@ -342,6 +343,9 @@ func (s *shrinker) evaluate(step Step, change string, cfg Config) (bool, error) 
 	if len(c.Tries) == 0 && err != nil {
 		return false, err // nothing ran: not a candidate
 	}
+	if c.Outcome == NotReproduced && allFailed(c.Tries) {
+		c.Outcome = Invalid // no run proved anything either way
+	}
 	if c.Outcome == Reproduced {
 		c.Kept = true
 		s.best, s.bestRuns = cfg, c.Tries
@@ -357,6 +361,17 @@ func (s *shrinker) evaluate(step Step, change string, cfg Config) (bool, error) 
 		err = nil // the harness refused this one: go on with the next
 	}
 	return c.Outcome == Reproduced, err
+}
+
+// allFailed: every one of tries (at least one) is a run the harness
+// could not make.
+func allFailed(tries []Try) bool {
+	for _, t := range tries {
+		if t.Error == "" {
+			return false
+		}
+	}
+	return len(tries) > 0
 }
 
 func outcomeOf(err error) Outcome {

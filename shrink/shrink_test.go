@@ -2,6 +2,7 @@ package shrink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -370,4 +371,44 @@ func TestShrinkBudgetAnnouncesOnlyCandidatesThatRun(t *testing.T) {
 			require.Equal(t, string(c.Step), announced[fmt.Sprint(c.N)])
 		}
 	}
+}
+
+// failingRunner is a harness that cannot run anything (a server binary
+// gone, no free port): every run is an error.
+type failingRunner struct{ runs int }
+
+func (f *failingRunner) Run(context.Context, Config, string) (RunResult, error) {
+	f.runs++
+	return RunResult{Dir: fmt.Sprintf("runs/r%d", f.runs)}, errors.New("start redis cluster: redis-server: executable file not found in $PATH")
+}
+
+// A original whose every run is a harness error has not "never failed
+// again": the shrink stops with the error (exit 2), not as a run that no
+// longer reproduces (exit 3), and runs no confirmation.
+func TestShrinkHarnessErrorIsNotNotReproduced(t *testing.T) {
+	_, o := newStub(t)
+	f := &failingRunner{}
+	rep, err := Shrink(context.Background(), f, original(t, false), o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedError, rep.Stopped)
+	require.Equal(t, StepBaseline, rep.StoppedAt)
+	require.Contains(t, rep.Error, "executable file not found")
+	require.Equal(t, o.Tries, f.runs, "the baseline's tries, no confirmation")
+	require.Len(t, rep.Candidates, 1)
+	require.Equal(t, Invalid, rep.Candidates[0].Outcome)
+	require.Empty(t, rep.MinimalDir)
+}
+
+// Ctrl-C before the first run: nothing ran, nothing to confirm, and the
+// report says so.
+func TestShrinkInterruptedBeforeAnyRun(t *testing.T) {
+	r, o := newStub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := Shrink(ctx, r, original(t, false), o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedInterrupted, rep.Stopped)
+	require.Equal(t, StepBaseline, rep.StoppedAt)
+	require.Zero(t, r.runs)
+	require.Empty(t, rep.Candidates)
 }
