@@ -107,6 +107,7 @@ func relativize(dir string, rep *Report) {
 
 type pageView struct {
 	Property, Explanation, Stopped, Rate, Command, Note string
+	Error                                               string
 	Source, SourceReport, MinimalReport                 string
 	Schedule                                            bool
 	Rows                                                []compareRow
@@ -142,10 +143,13 @@ func buildPage(dir string, rep *Report) pageView {
 	}
 	v := pageView{Property: rep.Property.String(), Explanation: rep.Explanation, Rate: rep.Rate.String(), Command: rep.Command,
 		Note: rep.Note, Source: rep.Source, SourceReport: filepath.ToSlash(filepath.Join(srcRel, "report.html")),
-		MinimalReport: MinimalLink + "/report.html", Schedule: rep.Minimal.Schedule != nil,
+		Error: rep.Error, Schedule: rep.Minimal.Schedule != nil,
 		Stopped: fmt.Sprintf("%s (%d runs in %s)", stoppedWords[rep.Stopped], rep.Runs, time.Duration(rep.ElapsedNs).Round(time.Second))}
 	if rep.Stopped != StoppedDone {
 		v.Stopped = fmt.Sprintf("%s (in step %s, after %d runs in %s)", stoppedWords[rep.Stopped], rep.StoppedAt, rep.Runs, time.Duration(rep.ElapsedNs).Round(time.Second))
+	}
+	if rep.MinimalDir != "" {
+		v.MinimalReport = MinimalLink + "/report.html"
 	}
 	o, m := rep.Original, rep.Minimal
 	v.Rows = []compareRow{

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/nemesis"
 )
@@ -397,6 +398,15 @@ func TestShrinkHarnessErrorIsNotNotReproduced(t *testing.T) {
 	require.Len(t, rep.Candidates, 1)
 	require.Equal(t, Invalid, rep.Candidates[0].Outcome)
 	require.Empty(t, rep.MinimalDir)
+	// shrink.html says why, and links no minimal run.
+	out := t.TempDir()
+	require.NoError(t, WriteOutputs(out, rep, harness.Options{Lock: "redis-lua"}))
+	page, err := os.ReadFile(filepath.Join(out, PageFile))
+	require.NoError(t, err)
+	require.Contains(t, string(page), "the original could not be run again: start redis cluster: redis-server: executable file not found")
+	require.NotContains(t, string(page), "its report")
+	_, err = os.Lstat(filepath.Join(out, MinimalLink))
+	require.True(t, os.IsNotExist(err))
 }
 
 // Ctrl-C before the first run: nothing ran, nothing to confirm, and the
