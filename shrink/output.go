@@ -5,8 +5,10 @@ import (
 	"embed"
 	"fmt"
 	"html/template"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -201,8 +203,8 @@ func paramWords(p map[string]string) string {
 		return "none"
 	}
 	var s []string
-	for k, v := range p {
-		s = append(s, k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		s = append(s, k+"="+p[k])
 	}
 	return strings.Join(s, " ")
 }

@@ -174,3 +174,12 @@ func TestReproScriptFindsLocktest(t *testing.T) {
 		require.Equal(t, c.want+" "+out+" "+args+"\n", string(got), "PATH=%s LOCKTEST=%s", c.path, c.env)
 	}
 }
+
+// The --param row of shrink.html lists the settings in one order, not in
+// the map's.
+func TestParamWordsSorted(t *testing.T) {
+	p := map[string]string{"partition": "isolate-holder", "kill": "leader", "keep_datadir": "true", "b": "1", "a": "2"}
+	for range 20 {
+		require.Equal(t, "a=2 b=1 keep_datadir=true kill=leader partition=isolate-holder", paramWords(p))
+	}
+}
