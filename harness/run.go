@@ -446,8 +446,8 @@ func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool)
 	if out != nil {
 		reports.WriteSummary(out, h, &res, isTerminal(out) && !quiet)
 		fmt.Fprintf(out, "report: %s\n", filepath.Join(dir, "report.html"))
-		if res.Verdict == checker.Unsafe {
-			fmt.Fprintf(out, "shrink this run: %s\n", reports.ShrinkCommand(dir))
+		if cmd := reports.ShrinkCommand(dir); cmd != "" && res.Verdict == checker.Unsafe {
+			fmt.Fprintf(out, "shrink this run: %s\n", cmd)
 		}
 	}
 	return &res, nil

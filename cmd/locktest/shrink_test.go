@@ -36,6 +36,9 @@ func TestShrinkBadInput(t *testing.T) {
 	unsafe := checkedRun(t, "bad-lease-pause.jsonl") // no config.json: cannot be run again
 	configured := checkedRun(t, "bad-lease-pause.jsonl")
 	require.NoError(t, os.WriteFile(filepath.Join(configured, "config.json"), []byte(`{"options": {"lock": "redis-lua", "nemesis": "pause", "clients": 3, "time_limit": 6000000000}}`), 0o644))
+	// The terminal hints at shrink only for a run it can run again.
+	require.NotContains(t, run(t, nil, "check", unsafe, "--quiet").stdout, "shrink this run", "no config.json: shrink would refuse it")
+	require.Contains(t, run(t, nil, "check", configured, "--quiet").stdout, "shrink this run: locktest shrink "+configured)
 	cases := []struct {
 		name string
 		args []string
