@@ -90,7 +90,18 @@ func (r *stubRunner) Run(ctx context.Context, c Config, name string) (RunResult,
 		}
 	}
 	res.Counts.DurationNs = int64(took)
-	*r.clock = r.clock.Add(took + time.Second)
+	wall := took + time.Second
+	// As the harness: a run whose context ends is cut there (the fake
+	// clock stands for the time its deadline leaves), proves nothing
+	// unless it broke the property by then, and says it was interrupted.
+	if dl, ok := ctx.Deadline(); ok && wall > time.Until(dl) {
+		wall = time.Until(dl)
+		res.Interrupted = true
+		if time.Duration(violation)+time.Second > wall {
+			res.Verdict, res.Anomalies, res.FirstViolation = checker.Inconclusive, nil, -1
+		}
+	}
+	*r.clock = r.clock.Add(wall)
 	dir := "runs/" + name
 	if r.dir != "" {
 		dir = r.dir
@@ -421,4 +432,26 @@ func TestShrinkInterruptedBeforeAnyRun(t *testing.T) {
 	require.Equal(t, StepBaseline, rep.StoppedAt)
 	require.Zero(t, r.runs)
 	require.Empty(t, rep.Candidates)
+}
+
+// A candidate's run ends where the confirmation's reserve begins: a long
+// candidate (here --nemesis none, which runs its whole time limit) is cut
+// there rather than eating the time of the confirmation runs, which all
+// run.
+func TestShrinkCandidateLeavesConfirmationItsReserve(t *testing.T) {
+	for _, budget := range []time.Duration{45 * time.Second, 48 * time.Second, 51 * time.Second} {
+		r, o := newStub(t)
+		o.Budget = budget
+		var progress strings.Builder
+		o.Progress = &progress
+		rep, err := Shrink(context.Background(), r, original(t, false), o)
+		require.NoError(t, err)
+		require.Equal(t, StoppedBudget, rep.Stopped, "budget %s:\n%s", budget, progress.String())
+		require.Equal(t, o.Confirm, rep.Rate.Tries, "budget %s: every confirmation run ran:\n%s", budget, progress.String())
+		var cut bool
+		for _, c := range rep.Candidates {
+			cut = cut || c.Outcome == Cut
+		}
+		require.True(t, cut, "budget %s: the candidate that reached the reserve was cut:\n%s", budget, progress.String())
+	}
 }
