@@ -354,17 +354,26 @@ func TestShrinkInterruptedInConfirmation(t *testing.T) {
 	require.Equal(t, "3 of 3 (+1 cut or failed)", rows[len(rows)-1].Tries)
 }
 
+// shrinkWithin shrinks the stub's original (with its schedule or not)
+// within budget, and returns the report, the options and the progress
+// printed.
+func shrinkWithin(t *testing.T, budget time.Duration, withSchedule bool) (*Report, Options, *strings.Builder) {
+	t.Helper()
+	r, o := newStub(t)
+	o.Budget = budget
+	progress := &strings.Builder{}
+	o.Progress = progress
+	rep, err := Shrink(context.Background(), r, original(t, withSchedule), o)
+	require.NoError(t, err)
+	return rep, o, progress
+}
+
 // A candidate the budget leaves no time for is not announced: every
 // candidate the terminal names is one shrink.json records, under the
 // same number.
 func TestShrinkBudgetAnnouncesOnlyCandidatesThatRun(t *testing.T) {
 	for _, budget := range []time.Duration{20 * time.Second, 40 * time.Second, 90 * time.Second, 3 * time.Minute} {
-		r, o := newStub(t)
-		o.Budget = budget
-		var progress strings.Builder
-		o.Progress = &progress
-		rep, err := Shrink(context.Background(), r, original(t, true), o)
-		require.NoError(t, err)
+		rep, _, progress := shrinkWithin(t, budget, true)
 		announced := map[string]string{}
 		for _, l := range strings.Split(progress.String(), "\n") {
 			n, rest, ok := strings.Cut(l, "] ")
@@ -440,12 +449,7 @@ func TestShrinkInterruptedBeforeAnyRun(t *testing.T) {
 // run.
 func TestShrinkCandidateLeavesConfirmationItsReserve(t *testing.T) {
 	for _, budget := range []time.Duration{45 * time.Second, 48 * time.Second, 51 * time.Second} {
-		r, o := newStub(t)
-		o.Budget = budget
-		var progress strings.Builder
-		o.Progress = &progress
-		rep, err := Shrink(context.Background(), r, original(t, false), o)
-		require.NoError(t, err)
+		rep, o, progress := shrinkWithin(t, budget, false)
 		require.Equal(t, StoppedBudget, rep.Stopped, "budget %s:\n%s", budget, progress.String())
 		require.Equal(t, o.Confirm, rep.Rate.Tries, "budget %s: every confirmation run ran:\n%s", budget, progress.String())
 		var cut bool
