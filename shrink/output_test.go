@@ -75,6 +75,7 @@ func TestWriteOutputs(t *testing.T) {
 	back, err := LoadReport(out)
 	require.NoError(t, err)
 	require.True(t, back.Finished)
+	require.Equal(t, int64(7), back.Seed)
 	require.Equal(t, target, back.MinimalDir)
 	require.Equal(t, runs[0], back.Command)
 	require.Equal(t, rep.Candidates[0].Tries[0].Dir, target, "run directories relative to the shrink directory")

@@ -157,8 +157,10 @@ func median(xs []int64) int64 {
 // candidate tried with its outcome, the smallest configuration found and
 // how often it fails, and where shrinking stopped.
 type Report struct {
-	Schema   string   `json:"schema"`
-	Source   string   `json:"source"` // the run directory shrunk
+	Schema string `json:"schema"`
+	Source string `json:"source"` // the run directory shrunk
+	// Seed is the --seed of the original and of every candidate's runs.
+	Seed     int64    `json:"seed"`
 	Property Property `json:"property"`
 	// Explanation is the checker's plain words on the original's first
 	// violation.

@@ -48,6 +48,9 @@ type Original struct {
 	Config Config
 	Result *checker.Result
 	Faults []history.Fault // its faults, from its history
+	// Seed is its --seed: every candidate runs with it (only thread
+	// timing differs from run to run).
+	Seed int64
 }
 
 // Options say how to shrink.
@@ -111,7 +114,7 @@ func Shrink(ctx context.Context, r Runner, orig Original, o Options) (*Report, e
 	orig.Config.describe()
 	s := &shrinker{ctx: ctx, run: r, o: o, orig: orig, prop: prop, start: o.Now(), best: orig.Config.Clone()}
 	s.deadline = s.start.Add(o.Budget)
-	s.rep = &Report{Schema: Schema, Source: orig.Dir, Property: prop, Explanation: first.Explanation,
+	s.rep = &Report{Schema: Schema, Source: orig.Dir, Seed: orig.Seed, Property: prop, Explanation: first.Explanation,
 		Original: orig.Config, Minimal: s.best, Replay: orig.Config.Schedule != nil, BudgetNs: int64(o.Budget), Stopped: StoppedDone}
 	err := s.search()
 	s.finish(err)

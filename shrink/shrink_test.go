@@ -125,7 +125,7 @@ func original(t *testing.T, withSchedule bool) Original {
 	for id := int64(1); id <= 4; id++ {
 		faults = append(faults, history.Fault{ID: id, Start: faultStart(id)})
 	}
-	return Original{Dir: "store/run", Config: c, Result: res, Faults: faults}
+	return Original{Dir: "store/run", Config: c, Result: res, Faults: faults, Seed: 7}
 }
 
 func newStub(t *testing.T) (*stubRunner, Options) {
@@ -145,6 +145,7 @@ func TestShrinkWithSchedule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StoppedDone, rep.Stopped)
 	require.Equal(t, Property{Kind: checker.KindDoubleHolder, Cause: checker.CauseLeaseExpired}, rep.Property)
+	require.Equal(t, int64(7), rep.Seed, "shrink.json says the seed every candidate ran with")
 	m := rep.Minimal
 	require.Len(t, m.Schedule.Faults, 1)
 	require.Equal(t, int64(3), m.Schedule.Faults[0].ID())
