@@ -458,8 +458,8 @@ func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool)
 		if witnessed != "" {
 			fmt.Fprintln(out, witnessed)
 		}
-		if res.Verdict == checker.Unsafe {
-			fmt.Fprintf(out, "shrink this run: %s\n", reports.ShrinkCommand(dir))
+		if cmd := reports.ShrinkCommand(dir); cmd != "" && res.Verdict == checker.Unsafe {
+			fmt.Fprintf(out, "shrink this run: %s\n", cmd)
 		}
 	}
 	return &res, nil

@@ -87,8 +87,14 @@ func WriteRunPage(w io.Writer, h *history.History, r *checker.Result, files []st
 
 // ShrinkCommand is the command that shrinks the unsafe run in dir to its
 // smallest reproduction (locktest shrink): the hint of its report and of
-// its terminal summary.
-func ShrinkCommand(dir string) string { return "locktest shrink " + dir }
+// its terminal summary; "" when dir has no config.json (a history checked
+// alone): without the run's settings shrink cannot run it again.
+func ShrinkCommand(dir string) string {
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		return ""
+	}
+	return "locktest shrink " + dir
+}
 
 // writeRunPage is WriteRunPage with what the page says about the porcupine
 // view (nil: nothing, the page was written alone) and, for an unsafe run,

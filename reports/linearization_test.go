@@ -204,6 +204,8 @@ func TestLinearizationWindow(t *testing.T) {
 func TestWriteRunDir(t *testing.T) {
 	h, r := loadChecked(t, storedRun)
 	dir := t.TempDir()
+	// A run's settings: what locktest shrink needs to run it again.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"options": {"lock": "redis-lua"}}`), 0o644))
 	require.NoError(t, WriteRunDir(dir, h, r))
 	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	require.NoError(t, err)
@@ -224,6 +226,13 @@ func TestWriteRunDir(t *testing.T) {
 	require.Equal(t, checker.Unsafe, r.Verdict)
 	has(t, s, `<b>Shrink this run</b>`)
 	has(t, s, "<code>locktest shrink "+dir+"</code>")
+	// A history checked alone (no config.json) cannot be run again: no
+	// hint that would be refused.
+	bare := t.TempDir()
+	require.NoError(t, WriteRunDir(bare, h, r))
+	page, err = os.ReadFile(filepath.Join(bare, "report.html"))
+	require.NoError(t, err)
+	require.NotContains(t, string(page), "Shrink this run", "a directory without config.json cannot be shrunk")
 	safe := *r
 	safe.Verdict = checker.Safe
 	safeDir := t.TempDir()

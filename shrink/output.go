@@ -5,8 +5,10 @@ import (
 	"embed"
 	"fmt"
 	"html/template"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,8 +40,8 @@ func WriteOutputs(dir string, rep *Report, base harness.Options) error {
 	}
 	o := rep.Minimal.Apply(base)
 	rep.Command = ShellLine(CommandLine(o, sched))
-	script := fmt.Sprintf("#!/bin/sh\n# %s: reproduces %s (locktest shrink of %s)\ncd \"$(dirname \"$0\")\" || exit 2\n%s\n",
-		rep.Property, rep.Rate, rep.Source, rep.Command)
+	script := fmt.Sprintf("#!/bin/sh\n# %s: reproduces %s (locktest shrink of %s)\n%s%s\n",
+		rep.Property, rep.Rate, rep.Source, reproPreamble(reproLocktest()), rep.Command)
 	if err := os.WriteFile(filepath.Join(dir, ReproFile), []byte(script), 0o755); err != nil {
 		return err
 	}
@@ -59,6 +61,26 @@ func WriteOutputs(dir string, rep *Report, base harness.Options) error {
 		return fmt.Errorf("write %s: %w", PageFile, err)
 	}
 	return os.WriteFile(filepath.Join(dir, PageFile), buf.Bytes(), 0o644)
+}
+
+// reproLocktest is the locktest repro.sh runs when $LOCKTEST is not set
+// and none is on PATH: this executable (tests put another here).
+var reproLocktest = func() string {
+	if p, err := os.Executable(); err == nil {
+		return p
+	}
+	return "locktest"
+}
+
+// reproPreamble is what repro.sh does before its `locktest run` line: go
+// to the shrink directory (repro-schedule.json is there, and the run's
+// store) and find locktest: $LOCKTEST if set, else the one on PATH, else
+// self.
+func reproPreamble(self string) string {
+	return `# locktest: $LOCKTEST if set, else the one on PATH, else ` + self + "\n" +
+		`cd "$(dirname "$0")" || exit 2` + "\n" +
+		`if [ -z "$LOCKTEST" ] && ! command -v locktest >/dev/null 2>&1; then LOCKTEST=` + shellQuote(self) + "; fi\n" +
+		`if [ -n "$LOCKTEST" ]; then locktest() { "$LOCKTEST" "$@"; }; fi` + "\n"
 }
 
 // relativize makes the run directories of rep relative to dir.
@@ -87,6 +109,7 @@ func relativize(dir string, rep *Report) {
 
 type pageView struct {
 	Property, Explanation, Stopped, Rate, Command, Note string
+	Error                                               string
 	Source, SourceReport, MinimalReport                 string
 	Schedule                                            bool
 	Rows                                                []compareRow
@@ -111,6 +134,7 @@ var stoppedWords = map[string]string{
 	StoppedBudget:        "the budget ran out; this is the best found by then",
 	StoppedInterrupted:   "interrupted (Ctrl-C); this is the best found by then",
 	StoppedNotReproduced: "the original never failed again in its tries: nothing was shrunk",
+	StoppedError:         "the original could not be run again (see the error in shrink.json): nothing was shrunk",
 }
 
 func buildPage(dir string, rep *Report) pageView {
@@ -121,10 +145,13 @@ func buildPage(dir string, rep *Report) pageView {
 	}
 	v := pageView{Property: rep.Property.String(), Explanation: rep.Explanation, Rate: rep.Rate.String(), Command: rep.Command,
 		Note: rep.Note, Source: rep.Source, SourceReport: filepath.ToSlash(filepath.Join(srcRel, "report.html")),
-		MinimalReport: MinimalLink + "/report.html", Schedule: rep.Minimal.Schedule != nil,
+		Error: rep.Error, Schedule: rep.Minimal.Schedule != nil,
 		Stopped: fmt.Sprintf("%s (%d runs in %s)", stoppedWords[rep.Stopped], rep.Runs, time.Duration(rep.ElapsedNs).Round(time.Second))}
 	if rep.Stopped != StoppedDone {
 		v.Stopped = fmt.Sprintf("%s (in step %s, after %d runs in %s)", stoppedWords[rep.Stopped], rep.StoppedAt, rep.Runs, time.Duration(rep.ElapsedNs).Round(time.Second))
+	}
+	if rep.MinimalDir != "" {
+		v.MinimalReport = MinimalLink + "/report.html"
 	}
 	o, m := rep.Original, rep.Minimal
 	v.Rows = []compareRow{
@@ -138,7 +165,7 @@ func buildPage(dir string, rep *Report) pageView {
 	for _, c := range rep.Candidates {
 		r := RateOf(c.Tries)
 		v.Candidates = append(v.Candidates, candidateRow{N: c.N, Step: string(c.Step), Change: c.Change, Outcome: string(c.Outcome),
-			Kept: c.Kept, Tries: fmt.Sprintf("%d of %d", r.Reproduced, len(c.Tries))})
+			Kept: c.Kept, Tries: triesWords(r, len(c.Tries))})
 	}
 	v.Witness, v.WitnessNote = minimalWitness(dir, rep)
 	if v.Witness != nil {
@@ -148,6 +175,17 @@ func buildPage(dir string, rep *Report) pageView {
 		}
 	}
 	return v
+}
+
+// triesWords says how many of a candidate's runs reproduced, of those
+// that ran to their end; the runs cut (budget, Ctrl-C) or failed are
+// counted apart: they prove nothing.
+func triesWords(r Rate, runs int) string {
+	s := fmt.Sprintf("%d of %d", r.Reproduced, r.Tries)
+	if n := runs - r.Tries; n > 0 {
+		s += fmt.Sprintf(" (+%d cut or failed)", n)
+	}
+	return s
 }
 
 func faultWords(c Config) string {
@@ -165,8 +203,8 @@ func paramWords(p map[string]string) string {
 		return "none"
 	}
 	var s []string
-	for k, v := range p {
-		s = append(s, k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		s = append(s, k+"="+p[k])
 	}
 	return strings.Join(s, " ")
 }

@@ -3,6 +3,7 @@ package shrink
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,6 +75,7 @@ func TestWriteOutputs(t *testing.T) {
 	back, err := LoadReport(out)
 	require.NoError(t, err)
 	require.True(t, back.Finished)
+	require.Equal(t, int64(7), back.Seed)
 	require.Equal(t, target, back.MinimalDir)
 	require.Equal(t, runs[0], back.Command)
 	require.Equal(t, rep.Candidates[0].Tries[0].Dir, target, "run directories relative to the shrink directory")
@@ -128,5 +130,57 @@ func TestWitnessOf(t *testing.T) {
 			covered = covered || hd.X <= w.Anomaly.X && hd.X+hd.W >= w.Anomaly.X
 		}
 		require.True(t, covered, "%s holds %v, anomaly at x=%v", row.Label, row.Holds, w.Anomaly.X)
+	}
+}
+
+// repro.sh runs without locktest on PATH: with $LOCKTEST when set, else
+// the locktest that wrote it; the locktest on PATH when there is one and
+// $LOCKTEST is not set. Each time with the repro line's arguments, from
+// the shrink directory.
+func TestReproScriptFindsLocktest(t *testing.T) {
+	out := t.TempDir()
+	r, o := newStub(t)
+	rep, err := Shrink(context.Background(), r, original(t, false), o)
+	require.NoError(t, err)
+	base := harness.Options{Lock: "redis-lua", TTL: time.Second, Seed: 42, OpTimeout: time.Second}
+	bin := t.TempDir()
+	self := filepath.Join(bin, "self")
+	fake := func(path, name string) {
+		script := "#!/bin/sh\necho \"" + name + " $PWD $*\" > \"$FAKE_OUT\"\n"
+		require.NoError(t, os.WriteFile(path, []byte(script), 0o755))
+	}
+	fake(self, "self")
+	fake(filepath.Join(bin, "locktest"), "path")
+	fake(filepath.Join(bin, "other"), "env")
+	self0 := reproLocktest
+	reproLocktest = func() string { return self }
+	defer func() { reproLocktest = self0 }()
+	require.NoError(t, WriteOutputs(out, rep, base))
+	args := strings.TrimPrefix(rep.Command, "locktest ")
+
+	for _, c := range []struct{ path, env, want string }{
+		{"/usr/bin:/bin", "", "self"},
+		{"/usr/bin:/bin", filepath.Join(bin, "other"), "env"},
+		{bin + ":/usr/bin:/bin", "", "path"},
+		{bin + ":/usr/bin:/bin", filepath.Join(bin, "other"), "env"},
+	} {
+		res := filepath.Join(t.TempDir(), "ran")
+		cmd := exec.Command("/bin/sh", filepath.Join(out, ReproFile))
+		cmd.Dir = t.TempDir()
+		cmd.Env = []string{"PATH=" + c.path, "LOCKTEST=" + c.env, "FAKE_OUT=" + res}
+		b, err := cmd.CombinedOutput()
+		require.NoError(t, err, "PATH=%s LOCKTEST=%s: %s", c.path, c.env, b)
+		got, err := os.ReadFile(res)
+		require.NoError(t, err)
+		require.Equal(t, c.want+" "+out+" "+args+"\n", string(got), "PATH=%s LOCKTEST=%s", c.path, c.env)
+	}
+}
+
+// The --param row of shrink.html lists the settings in one order, not in
+// the map's.
+func TestParamWordsSorted(t *testing.T) {
+	p := map[string]string{"partition": "isolate-holder", "kill": "leader", "keep_datadir": "true", "b": "1", "a": "2"}
+	for range 20 {
+		require.Equal(t, "a=2 b=1 keep_datadir=true kill=leader partition=isolate-holder", paramWords(p))
 	}
 }

@@ -35,15 +35,23 @@ func ParseProperty(s string) (Property, error) {
 	return Property{Kind: checker.Kind(kind), Cause: checker.Cause(cause)}, nil
 }
 
+// Flag is p as --property takes it: KIND or KIND:CAUSE.
+func (p Property) Flag() string {
+	if p.Cause == "" {
+		return string(p.Kind)
+	}
+	return string(p.Kind) + ":" + string(p.Cause)
+}
+
 // Violations lists the properties r's violations break, in the order of
 // their first violation.
-func Violations(r *checker.Result) []string {
-	var out []string
+func Violations(r *checker.Result) []Property {
+	var out []Property
 	as := slices.Clone(r.Anomalies)
 	slices.SortStableFunc(as, func(a, b checker.Anomaly) int { return cmp.Compare(a.Start, b.Start) })
 	for _, a := range as {
 		if a.Severity == checker.SeverityViolation {
-			out = appendOnce(out, Property{a.Kind, a.Cause}.String())
+			out = appendOnce(out, Property{a.Kind, a.Cause})
 		}
 	}
 	return out
@@ -123,7 +131,7 @@ func TryOf(p Property, dir string, r *checker.Result, faults []history.Fault, wa
 	return t
 }
 
-func appendOnce(s []string, v string) []string {
+func appendOnce[T comparable](s []T, v T) []T {
 	for _, x := range s {
 		if x == v {
 			return s

@@ -59,6 +59,7 @@ const (
 	StoppedBudget        = "budget"
 	StoppedInterrupted   = "interrupted"
 	StoppedNotReproduced = "not-reproduced" // the original never failed again
+	StoppedError         = "error"          // the harness could not run the original again (Report.Error)
 )
 
 // Try is one run of a candidate.
@@ -156,8 +157,10 @@ func median(xs []int64) int64 {
 // candidate tried with its outcome, the smallest configuration found and
 // how often it fails, and where shrinking stopped.
 type Report struct {
-	Schema   string   `json:"schema"`
-	Source   string   `json:"source"` // the run directory shrunk
+	Schema string `json:"schema"`
+	Source string `json:"source"` // the run directory shrunk
+	// Seed is the --seed of the original and of every candidate's runs.
+	Seed     int64    `json:"seed"`
 	Property Property `json:"property"`
 	// Explanation is the checker's plain words on the original's first
 	// violation.
@@ -175,7 +178,7 @@ type Report struct {
 	Replay     bool        `json:"replay"`
 	Note       string      `json:"note,omitempty"`
 	Candidates []Candidate `json:"candidates"`
-	Stopped    string      `json:"stopped"`         // done | budget | interrupted | not-reproduced
+	Stopped    string      `json:"stopped"`         // done | budget | interrupted | not-reproduced | error
 	StoppedAt  Step        `json:"stopped_at"`      // the step it was in
 	Error      string      `json:"error,omitempty"` // a harness error that ended it
 	BudgetNs   int64       `json:"budget_ns"`       // --budget

@@ -56,7 +56,7 @@ func LoadOriginal(dir string) (orig Original, base harness.Options, note string,
 		return orig, base, "", fmt.Errorf("%s: %w", dir, err)
 	}
 	base = *cfg.Options
-	orig = Original{Dir: dir, Config: ConfigOf(base), Result: &res, Faults: h.Faults}
+	orig = Original{Dir: dir, Config: ConfigOf(base), Result: &res, Faults: h.Faults, Seed: base.Seed}
 	sched := filepath.Join(dir, ScheduleFile)
 	if _, err := os.Stat(sched); err == nil {
 		if Replay == nil {

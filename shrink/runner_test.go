@@ -19,7 +19,7 @@ func unsafeRunDir(t *testing.T) string {
 	dir := t.TempDir()
 	minimalRun(t, dir)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"),
-		[]byte(`{"options": {"lock": "redis-lua", "nemesis": "pause,kill", "clients": 3, "time_limit": 6000000000, "params": {"kill": "leader"}}}`), 0o644))
+		[]byte(`{"options": {"lock": "redis-lua", "nemesis": "pause,kill", "clients": 3, "time_limit": 6000000000, "seed": 42, "params": {"kill": "leader"}}}`), 0o644))
 	b, err := os.ReadFile(filepath.Join("testdata", "schedule.json"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ScheduleFile), b, 0o644))
@@ -44,6 +44,7 @@ func TestLoadOriginal(t *testing.T) {
 	require.Contains(t, note, "cannot replay")
 	require.Equal(t, Config{Nemeses: []string{"pause", "kill"}, Clients: 3, TimeLimit: 6 * time.Second, Params: map[string]string{"kill": "leader"}}, orig.Config)
 	require.Equal(t, "redis-lua", base.Lock)
+	require.Equal(t, int64(42), orig.Seed, "every candidate runs with the original's seed")
 	require.Len(t, orig.Faults, 1, "the faults of its history")
 
 	setReplay(t, func(o *harness.Options, f string) {})

@@ -48,6 +48,9 @@ type Original struct {
 	Config Config
 	Result *checker.Result
 	Faults []history.Fault // its faults, from its history
+	// Seed is its --seed: every candidate runs with it (only thread
+	// timing differs from run to run).
+	Seed int64
 }
 
 // Options say how to shrink.
@@ -111,7 +114,7 @@ func Shrink(ctx context.Context, r Runner, orig Original, o Options) (*Report, e
 	orig.Config.describe()
 	s := &shrinker{ctx: ctx, run: r, o: o, orig: orig, prop: prop, start: o.Now(), best: orig.Config.Clone()}
 	s.deadline = s.start.Add(o.Budget)
-	s.rep = &Report{Schema: Schema, Source: orig.Dir, Property: prop, Explanation: first.Explanation,
+	s.rep = &Report{Schema: Schema, Source: orig.Dir, Seed: orig.Seed, Property: prop, Explanation: first.Explanation,
 		Original: orig.Config, Minimal: s.best, Replay: orig.Config.Schedule != nil, BudgetNs: int64(o.Budget), Stopped: StoppedDone}
 	err := s.search()
 	s.finish(err)
@@ -154,10 +157,10 @@ func (s *shrinker) finish(err error) {
 	case errors.Is(err, errBudget):
 		s.rep.Stopped = StoppedBudget
 	case err != nil:
-		s.rep.Stopped, s.rep.Error = StoppedDone, err.Error()
+		s.rep.Stopped, s.rep.Error = StoppedError, err.Error()
 	}
 	s.rep.StoppedAt = s.step
-	if s.rep.Stopped != StoppedNotReproduced && s.rep.Stopped != StoppedInterrupted {
+	if s.rep.Stopped == StoppedDone || s.rep.Stopped == StoppedBudget {
 		s.confirm()
 	}
 	if s.rep.Rate.Tries == 0 {
@@ -172,8 +175,17 @@ func (s *shrinker) finish(err error) {
 	s.rep.ElapsedNs = int64(s.o.Now().Sub(s.start))
 	s.rep.Finished = true
 	s.save()
-	fmt.Fprintf(s.o.Progress, "shrink %s after %d runs in %s: %s; reproduces %s\n", s.rep.Stopped, s.rep.Runs,
+	fmt.Fprintf(s.o.Progress, "shrink %s after %d runs in %s: %s; reproduces %s\n", stoppedTerm[s.rep.Stopped], s.rep.Runs,
 		time.Duration(s.rep.ElapsedNs).Round(time.Second), s.best.Summary(), s.rep.Rate)
+}
+
+// stoppedTerm says why shrinking stopped on the terminal's last line.
+var stoppedTerm = map[string]string{
+	StoppedDone:          "done",
+	StoppedBudget:        "stopped (the budget ran out; the best by then)",
+	StoppedInterrupted:   "interrupted (the best by then)",
+	StoppedNotReproduced: "stopped (the original never failed the same way again; nothing shrunk)",
+	StoppedError:         "stopped (the original could not be run again; nothing shrunk)",
 }
 
 // confirm runs the best configuration o.Confirm times (as many as the
@@ -183,19 +195,31 @@ func (s *shrinker) confirm() {
 		return
 	}
 	s.step = StepConfirm
+	if err := s.canStart(0); err != nil {
+		if errors.Is(err, errInterrupted) {
+			s.rep.Stopped, s.rep.StoppedAt = StoppedInterrupted, StepConfirm
+		}
+		return // no time left for a single run: no confirmation to record
+	}
 	c := &Candidate{N: len(s.rep.Candidates) + 1, Step: StepConfirm, Change: fmt.Sprintf("%d runs of the result", s.o.Confirm), Config: s.best}
 	fmt.Fprintf(s.o.Progress, "[%d] %s: %s (%s left)\n", c.N, c.Step, c.Change, s.left().Round(time.Second))
-	for i := 0; i < s.o.Confirm; i++ {
-		t, err := s.try(c, i+1, 0)
-		if err != nil {
-			break
+	var err error
+	for i := 0; i < s.o.Confirm && err == nil; i++ {
+		var t Try
+		t, err = s.try(c, i+1, 0)
+		if t.WallNs > 0 || t.Dir != "" || t.Error != "" {
+			c.Tries = append(c.Tries, t)
 		}
-		c.Tries = append(c.Tries, t)
 	}
 	c.Outcome = NotReproduced
 	rate := RateOf(c.Tries)
 	if rate.Reproduced > 0 {
 		c.Outcome = Reproduced
+	}
+	// Ctrl-C during the confirmation ends the shrink as interrupted (exit
+	// 130), like Ctrl-C anywhere else: its rate counts the runs that ended.
+	if errors.Is(err, errInterrupted) {
+		s.rep.Stopped, s.rep.StoppedAt = StoppedInterrupted, StepConfirm
 	}
 	s.rep.Candidates = append(s.rep.Candidates, *c)
 	if rate.Tries > 0 {
@@ -207,7 +231,8 @@ func (s *shrinker) confirm() {
 func (s *shrinker) left() time.Duration { return s.deadline.Sub(s.o.Now()) }
 
 // reserve is the time kept for the confirmation runs: o.Confirm runs as
-// long as the best configuration's runs took.
+// long as the best configuration's runs took, and a quarter more (runs of
+// one configuration vary: 3.4-3.9 s around a median of 3.6 s measured).
 func (s *shrinker) reserve() time.Duration {
 	var walls []int64
 	for _, t := range s.bestRuns {
@@ -216,7 +241,7 @@ func (s *shrinker) reserve() time.Duration {
 	if len(walls) == 0 {
 		return 0
 	}
-	return time.Duration(s.o.Confirm) * time.Duration(median(walls))
+	return time.Duration(s.o.Confirm) * time.Duration(median(walls)) * 5 / 4
 }
 
 func (s *shrinker) save() {
@@ -227,17 +252,29 @@ func (s *shrinker) save() {
 	}
 }
 
+// canStart says whether a run may start, leaving keep of the budget:
+// errInterrupted after Ctrl-C, errBudget when the time left is not more
+// than keep.
+func (s *shrinker) canStart(keep time.Duration) error {
+	if s.ctx.Err() != nil {
+		return errInterrupted
+	}
+	if s.left() <= keep {
+		return errBudget
+	}
+	return nil
+}
+
 // try runs candidate c once (try number i); keep is the time of the
 // budget it must leave (the confirmation's reserve).
 func (s *shrinker) try(c *Candidate, i int, keep time.Duration) (Try, error) {
-	if s.ctx.Err() != nil {
-		return Try{}, errInterrupted
+	if err := s.canStart(keep); err != nil {
+		return Try{}, err
 	}
-	if s.left() <= keep {
-		return Try{}, errBudget
-	}
-	// The budget's end cuts the run (in real time: left is on o.Now).
-	ctx, cancel := context.WithTimeout(s.ctx, s.left())
+	// The budget's end cuts the run (in real time: left is on o.Now), and
+	// so does the time kept for the confirmation runs: a long candidate
+	// must not eat it.
+	ctx, cancel := context.WithTimeout(s.ctx, s.left()-keep)
 	defer cancel()
 	t0 := s.o.Now()
 	res, err := s.run.Run(ctx, c.Config, fmt.Sprintf("c%d-%d", c.N, i))
@@ -254,7 +291,8 @@ func (s *shrinker) try(c *Candidate, i int, keep time.Duration) (Try, error) {
 	case s.ctx.Err() != nil:
 		t.Interrupted = true
 		return t, errInterrupted
-	case ctx.Err() != nil && !t.Reproduced:
+	case (ctx.Err() != nil || t.Interrupted) && !t.Reproduced:
+		// Cut by the deadline (a run interrupted without Ctrl-C was).
 		t.Interrupted = true
 		return t, errBudget
 	}
@@ -287,6 +325,10 @@ func tryWords(t Try) string {
 // (budget, interrupt); the candidate is recorded either way.
 func (s *shrinker) evaluate(step Step, change string, cfg Config) (bool, error) {
 	cfg.describe()
+	// A candidate that cannot start is neither announced nor recorded.
+	if err := s.canStart(s.reserve()); err != nil {
+		return false, err
+	}
 	c := &Candidate{N: len(s.rep.Candidates) + 1, Step: step, Change: change, Config: cfg, Outcome: NotReproduced}
 	fmt.Fprintf(s.o.Progress, "[%d] %s: %s (%s left)\n", c.N, step, change, s.left().Round(time.Second))
 	var err error
@@ -308,6 +350,9 @@ func (s *shrinker) evaluate(step Step, change string, cfg Config) (bool, error) 
 	if len(c.Tries) == 0 && err != nil {
 		return false, err // nothing ran: not a candidate
 	}
+	if c.Outcome == NotReproduced && allFailed(c.Tries) {
+		c.Outcome = Invalid // no run proved anything either way
+	}
 	if c.Outcome == Reproduced {
 		c.Kept = true
 		s.best, s.bestRuns = cfg, c.Tries
@@ -323,6 +368,17 @@ func (s *shrinker) evaluate(step Step, change string, cfg Config) (bool, error) 
 		err = nil // the harness refused this one: go on with the next
 	}
 	return c.Outcome == Reproduced, err
+}
+
+// allFailed: every one of tries (at least one) is a run the harness
+// could not make.
+func allFailed(tries []Try) bool {
+	for _, t := range tries {
+		if t.Error == "" {
+			return false
+		}
+	}
+	return len(tries) > 0
 }
 
 func outcomeOf(err error) Outcome {

@@ -2,6 +2,7 @@ package shrink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/nemesis"
 )
@@ -88,7 +90,18 @@ func (r *stubRunner) Run(ctx context.Context, c Config, name string) (RunResult,
 		}
 	}
 	res.Counts.DurationNs = int64(took)
-	*r.clock = r.clock.Add(took + time.Second)
+	wall := took + time.Second
+	// As the harness: a run whose context ends is cut there (the fake
+	// clock stands for the time its deadline leaves), proves nothing
+	// unless it broke the property by then, and says it was interrupted.
+	if dl, ok := ctx.Deadline(); ok && wall > time.Until(dl) {
+		wall = time.Until(dl)
+		res.Interrupted = true
+		if time.Duration(violation)+time.Second > wall {
+			res.Verdict, res.Anomalies, res.FirstViolation = checker.Inconclusive, nil, -1
+		}
+	}
+	*r.clock = r.clock.Add(wall)
 	dir := "runs/" + name
 	if r.dir != "" {
 		dir = r.dir
@@ -112,7 +125,7 @@ func original(t *testing.T, withSchedule bool) Original {
 	for id := int64(1); id <= 4; id++ {
 		faults = append(faults, history.Fault{ID: id, Start: faultStart(id)})
 	}
-	return Original{Dir: "store/run", Config: c, Result: res, Faults: faults}
+	return Original{Dir: "store/run", Config: c, Result: res, Faults: faults, Seed: 7}
 }
 
 func newStub(t *testing.T) (*stubRunner, Options) {
@@ -132,6 +145,7 @@ func TestShrinkWithSchedule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StoppedDone, rep.Stopped)
 	require.Equal(t, Property{Kind: checker.KindDoubleHolder, Cause: checker.CauseLeaseExpired}, rep.Property)
+	require.Equal(t, int64(7), rep.Seed, "shrink.json says the seed every candidate ran with")
 	m := rep.Minimal
 	require.Len(t, m.Schedule.Faults, 1)
 	require.Equal(t, int64(3), m.Schedule.Faults[0].ID())
@@ -242,9 +256,12 @@ func TestShrinkOtherCauseDoesNotReproduce(t *testing.T) {
 func TestShrinkBudget(t *testing.T) {
 	r, o := newStub(t)
 	o.Budget = 90 * time.Second
+	var progress strings.Builder
+	o.Progress = &progress
 	rep, err := Shrink(context.Background(), r, original(t, true), o)
 	require.NoError(t, err)
 	require.Equal(t, StoppedBudget, rep.Stopped)
+	require.Contains(t, progress.String(), "\nshrink stopped (the budget ran out; the best by then) after ")
 	require.NotEqual(t, StepBaseline, rep.StoppedAt)
 	require.True(t, rep.Minimal.StopEarly, "the baseline reproduced and was kept")
 	require.LessOrEqual(t, time.Duration(rep.ElapsedNs), o.Budget+40*time.Second, "no run starts after the budget")
@@ -307,4 +324,139 @@ func TestShrinkChosenProperty(t *testing.T) {
 	o.Property = &Property{Kind: checker.KindForeignRelease}
 	_, err = Shrink(context.Background(), r, original(t, false), o)
 	require.ErrorContains(t, err, "has no violation foreign-release to shrink (it has: [double-holder (lease-expired) lost-update])")
+}
+
+// Ctrl-C during the confirmation runs is an interrupted shrink (exit 130),
+// not a finished one: the report says it stopped in the confirmation, and
+// the interrupted run is on record, not counted in the rate.
+func TestShrinkInterruptedInConfirmation(t *testing.T) {
+	r, o := newStub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep, err := Shrink(context.Background(), r, original(t, true), o)
+	require.NoError(t, err)
+	total := r.runs // the runs of a whole shrink, the last o.Confirm confirming
+
+	r2, o2 := newStub(t)
+	r2.cancel, r2.cancelAt = cancel, total-1 // the last confirmation run but one
+	rep2, err := Shrink(ctx, r2, original(t, true), o2)
+	require.NoError(t, err)
+	require.Equal(t, rep.Minimal.Summary(), rep2.Minimal.Summary(), "the search itself was over")
+	require.Equal(t, StoppedInterrupted, rep2.Stopped)
+	require.Equal(t, StepConfirm, rep2.StoppedAt)
+	require.Equal(t, total-1, r2.runs, "no run after the interrupt")
+	last := rep2.Candidates[len(rep2.Candidates)-1]
+	require.Equal(t, StepConfirm, last.Step)
+	require.Len(t, last.Tries, o.Confirm-1, "the interrupted run is on record")
+	require.True(t, last.Tries[len(last.Tries)-1].Interrupted)
+	require.Equal(t, o.Confirm-2, rep2.Rate.Tries, "an interrupted run is not counted in the rate")
+	// shrink.html counts the same way.
+	rows := buildPage(t.TempDir(), rep2).Candidates
+	require.Equal(t, "3 of 3 (+1 cut or failed)", rows[len(rows)-1].Tries)
+}
+
+// shrinkWithin shrinks the stub's original (with its schedule or not)
+// within budget, and returns the report, the options and the progress
+// printed.
+func shrinkWithin(t *testing.T, budget time.Duration, withSchedule bool) (*Report, Options, *strings.Builder) {
+	t.Helper()
+	r, o := newStub(t)
+	o.Budget = budget
+	progress := &strings.Builder{}
+	o.Progress = progress
+	rep, err := Shrink(context.Background(), r, original(t, withSchedule), o)
+	require.NoError(t, err)
+	return rep, o, progress
+}
+
+// A candidate the budget leaves no time for is not announced: every
+// candidate the terminal names is one shrink.json records, under the
+// same number.
+func TestShrinkBudgetAnnouncesOnlyCandidatesThatRun(t *testing.T) {
+	for _, budget := range []time.Duration{20 * time.Second, 40 * time.Second, 90 * time.Second, 3 * time.Minute} {
+		rep, _, progress := shrinkWithin(t, budget, true)
+		announced := map[string]string{}
+		for _, l := range strings.Split(progress.String(), "\n") {
+			n, rest, ok := strings.Cut(l, "] ")
+			if !ok || !strings.HasPrefix(n, "[") || strings.Contains(n, ".") || !strings.Contains(rest, ": ") {
+				continue
+			}
+			step, _, _ := strings.Cut(rest, ":")
+			if strings.Contains(step, " ") {
+				continue // "[3] reproduced; best: ...", the candidate's outcome
+			}
+			require.NotContains(t, announced, n[1:], "budget %s: candidate %s announced twice:\n%s", budget, n, progress.String())
+			announced[n[1:]] = step
+		}
+		require.Len(t, announced, len(rep.Candidates), "budget %s:\n%s", budget, progress.String())
+		for _, c := range rep.Candidates {
+			require.Equal(t, string(c.Step), announced[fmt.Sprint(c.N)])
+		}
+	}
+}
+
+// failingRunner is a harness that cannot run anything (a server binary
+// gone, no free port): every run is an error.
+type failingRunner struct{ runs int }
+
+func (f *failingRunner) Run(context.Context, Config, string) (RunResult, error) {
+	f.runs++
+	return RunResult{Dir: fmt.Sprintf("runs/r%d", f.runs)}, errors.New("start redis cluster: redis-server: executable file not found in $PATH")
+}
+
+// A original whose every run is a harness error has not "never failed
+// again": the shrink stops with the error (exit 2), not as a run that no
+// longer reproduces (exit 3), and runs no confirmation.
+func TestShrinkHarnessErrorIsNotNotReproduced(t *testing.T) {
+	_, o := newStub(t)
+	f := &failingRunner{}
+	rep, err := Shrink(context.Background(), f, original(t, false), o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedError, rep.Stopped)
+	require.Equal(t, StepBaseline, rep.StoppedAt)
+	require.Contains(t, rep.Error, "executable file not found")
+	require.Equal(t, o.Tries, f.runs, "the baseline's tries, no confirmation")
+	require.Len(t, rep.Candidates, 1)
+	require.Equal(t, Invalid, rep.Candidates[0].Outcome)
+	require.Empty(t, rep.MinimalDir)
+	// shrink.html says why, and links no minimal run.
+	out := t.TempDir()
+	require.NoError(t, WriteOutputs(out, rep, harness.Options{Lock: "redis-lua"}))
+	page, err := os.ReadFile(filepath.Join(out, PageFile))
+	require.NoError(t, err)
+	require.Contains(t, string(page), "the original could not be run again: start redis cluster: redis-server: executable file not found")
+	require.NotContains(t, string(page), "its report")
+	_, err = os.Lstat(filepath.Join(out, MinimalLink))
+	require.True(t, os.IsNotExist(err))
+}
+
+// Ctrl-C before the first run: nothing ran, nothing to confirm, and the
+// report says so.
+func TestShrinkInterruptedBeforeAnyRun(t *testing.T) {
+	r, o := newStub(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := Shrink(ctx, r, original(t, false), o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedInterrupted, rep.Stopped)
+	require.Equal(t, StepBaseline, rep.StoppedAt)
+	require.Zero(t, r.runs)
+	require.Empty(t, rep.Candidates)
+}
+
+// A candidate's run ends where the confirmation's reserve begins: a long
+// candidate (here --nemesis none, which runs its whole time limit) is cut
+// there rather than eating the time of the confirmation runs, which all
+// run.
+func TestShrinkCandidateLeavesConfirmationItsReserve(t *testing.T) {
+	for _, budget := range []time.Duration{45 * time.Second, 48 * time.Second, 51 * time.Second} {
+		rep, o, progress := shrinkWithin(t, budget, false)
+		require.Equal(t, StoppedBudget, rep.Stopped, "budget %s:\n%s", budget, progress.String())
+		require.Equal(t, o.Confirm, rep.Rate.Tries, "budget %s: every confirmation run ran:\n%s", budget, progress.String())
+		var cut bool
+		for _, c := range rep.Candidates {
+			cut = cut || c.Outcome == Cut
+		}
+		require.True(t, cut, "budget %s: the candidate that reached the reserve was cut:\n%s", budget, progress.String())
+	}
 }

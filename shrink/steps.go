@@ -32,11 +32,18 @@ func (s *shrinker) baseline() (bool, error) {
 		}
 	}
 	ok, err := s.evaluate(StepBaseline, change, c)
-	if err == nil && !ok {
-		s.rep.Stopped = StoppedNotReproduced
-		s.rep.Rate = RateOf(s.rep.Candidates[len(s.rep.Candidates)-1].Tries)
+	if err != nil || ok {
+		return ok, err
 	}
-	return ok, err
+	// evaluate recorded the candidate (it returns no error otherwise).
+	last := s.rep.Candidates[len(s.rep.Candidates)-1]
+	if last.Outcome == Invalid {
+		// Not "never failed again": it never ran.
+		return false, fmt.Errorf("the original could not be run again: %s", last.Tries[0].Error)
+	}
+	s.rep.Stopped = StoppedNotReproduced
+	s.rep.Rate = RateOf(last.Tries)
+	return false, nil
 }
 
 // beforeViolation are the indices of the scheduled faults that fired and

@@ -242,8 +242,8 @@ func (o *CampaignOptions) check() error {
 		return campaignUsage("--runs must be 1..100 (got %d)", o.Runs)
 	}
 	o.ShrinkOpts.Confirm, o.ShrinkOpts.MinClients = 3, 2
-	if err := o.ShrinkOpts.check(); o.Shrink && err != nil {
-		return campaignUsage("--shrink: %v", err)
+	if err := o.ShrinkOpts.check("--shrink-"); o.Shrink && err != nil {
+		return campaignUsage("%v", err)
 	}
 	return nil
 }
@@ -380,6 +380,11 @@ func (o *CampaignOptions) run(cmd *cobra.Command, camp *reports.Campaign, shard 
 	printCampaignTotals(cmd, camp)
 	if o.Shrink && !camp.Interrupted {
 		shrinkCells(cmd.Context(), dir, camp, o.ShrinkOpts, out)
+		if cmd.Context().Err() != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "locktest: interrupted while shrinking; the campaign is complete (%s), the shrinks made so far are in %s\n",
+				filepath.Join(dir, campaigns.IndexFile), filepath.Join(dir, campaignShrinkDir))
+			return exitCode{code: exitInterrupted}
+		}
 	}
 	if camp.Interrupted {
 		fmt.Fprintf(cmd.ErrOrStderr(), "locktest: interrupted; finished cells kept; go on with `locktest campaign --resume %s`\n", dir)

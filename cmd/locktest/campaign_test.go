@@ -46,12 +46,18 @@ func (f fakeRunner) Run(_ context.Context, o harness.Options) (*harness.Outcome,
 
 func runCampaignCmd(t *testing.T, args ...string) (int, string) {
 	t.Helper()
+	return runCampaignCmdContext(t, context.Background(), args...)
+}
+
+// runCampaignCmdContext is runCampaignCmd with ctx as its interrupt.
+func runCampaignCmdContext(t *testing.T, ctx context.Context, args ...string) (int, string) {
+	t.Helper()
 	c := newCampaignCmd()
 	var out bytes.Buffer
 	c.SetOut(&out)
 	c.SetErr(&out)
 	c.SetArgs(args)
-	err := c.ExecuteContext(context.Background())
+	err := c.ExecuteContext(ctx)
 	code := 0
 	var ec exitCode
 	if errors.As(err, &ec) {
@@ -416,5 +422,32 @@ func TestCampaignShrink(t *testing.T) {
 
 	code, out = runCampaignCmd(t, "--config", cfg, "--dir", t.TempDir(), "--shrink", "--shrink-budget", "0s")
 	require.Equal(t, exitError, code, out)
-	require.Contains(t, out, "--shrink: --budget must be a positive duration")
+	require.Contains(t, out, "--shrink-budget must be a positive duration (got 0s)", "the campaign's own flag")
+	code, out = runCampaignCmd(t, "--config", cfg, "--dir", t.TempDir(), "--shrink", "--shrink-tries", "0")
+	require.Equal(t, exitError, code, out)
+	require.Contains(t, out, "--shrink-tries must be 1..20 (got 0)")
+}
+
+// TestCampaignShrinkInterrupted: Ctrl-C during a cell's shrink is an
+// interrupted campaign (exit 130) that says where the shrinks are; the
+// cells not shrunk yet say so.
+func TestCampaignShrinkInterrupted(t *testing.T) {
+	origRunner, origShrink := campaignRunner, campaignShrink
+	t.Cleanup(func() { campaignRunner, campaignShrink = origRunner, origShrink })
+	campaignRunner = fakeRunner{map[string]checker.Verdict{"redis-del/pause": checker.Unsafe, "redis-del/kill": checker.Unsafe}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var shrunk int
+	campaignShrink = func(_ context.Context, _ string, o *ShrinkOptions, _ io.Writer) (*shrink.Report, string, error) {
+		shrunk++
+		cancel() // Ctrl-C during the first cell's shrink
+		return &shrink.Report{Stopped: shrink.StoppedInterrupted, Minimal: shrink.Config{Clients: 3}}, o.Out, nil
+	}
+	dir := filepath.Join(t.TempDir(), "camp")
+	code, out := runCampaignCmdContext(t, ctx, "--locks", "redis-del", "--nemeses", "pause,kill", "--dir", dir, "--quiet", "--shrink")
+	require.Equal(t, exitInterrupted, code, out)
+	require.Equal(t, 1, shrunk)
+	require.Contains(t, out, "not started (interrupted)")
+	require.Contains(t, out, "interrupted while shrinking")
+	require.Contains(t, out, filepath.Join(dir, campaignShrinkDir))
 }

@@ -46,16 +46,18 @@ func (o *ShrinkOptions) addFlags(c *cobra.Command) {
 	fl.StringVar(&o.Out, "out", "", "shrink directory (default RUN_DIR/shrink, or shrink-2... when taken)")
 }
 
-func (o *ShrinkOptions) check() error {
+// check refuses options out of range, naming each flag with prefix
+// ("--" for locktest shrink, "--shrink-" for campaign --shrink).
+func (o *ShrinkOptions) check(prefix string) error {
 	switch {
 	case o.Budget <= 0:
-		return fmt.Errorf("--budget must be a positive duration (got %s)", o.Budget)
+		return fmt.Errorf("%sbudget must be a positive duration (got %s)", prefix, o.Budget)
 	case o.Tries < 1 || o.Tries > 20:
-		return fmt.Errorf("--tries must be 1..20 (got %d)", o.Tries)
+		return fmt.Errorf("%stries must be 1..20 (got %d)", prefix, o.Tries)
 	case o.Confirm < 0 || o.Confirm > 50:
-		return fmt.Errorf("--confirm must be 0..50 (got %d)", o.Confirm)
+		return fmt.Errorf("%sconfirm must be 0..50 (got %d)", prefix, o.Confirm)
 	case o.MinClients < 1:
-		return fmt.Errorf("--min-clients must be at least 1 (got %d)", o.MinClients)
+		return fmt.Errorf("%smin-clients must be at least 1 (got %d)", prefix, o.MinClients)
 	}
 	return nil
 }
@@ -102,7 +104,7 @@ server, namespace and fault of the run under way.
 }
 
 func runShrinkCmd(cmd *cobra.Command, dir string, o *ShrinkOptions) error {
-	if err := o.check(); err != nil {
+	if err := o.check("--"); err != nil {
 		return exitCode{exitError, err}
 	}
 	out := cmd.OutOrStdout()
@@ -143,7 +145,7 @@ func shrinkRun(ctx context.Context, dir string, o *ShrinkOptions, out io.Writer)
 			return nil, "", shrink.UsageError{Err: fmt.Errorf("--property: %w", err)}
 		}
 		if _, ok := p.Match(orig.Result); !ok {
-			return nil, "", shrink.UsageError{Err: fmt.Errorf("--property %s: %s has no such violation (it has: %s)", o.Property, dir, strings.Join(shrink.Violations(orig.Result), ", "))}
+			return nil, "", shrink.UsageError{Err: fmt.Errorf("--property %s: %s has no such violation (it has: %s)", o.Property, dir, propertyFlags(shrink.Violations(orig.Result)))}
 		}
 		prop, chosen = p, &p
 	}
@@ -170,6 +172,15 @@ func shrinkRun(ctx context.Context, dir string, o *ShrinkOptions, out io.Writer)
 		return rep, outDir, err
 	}
 	return rep, outDir, nil
+}
+
+// propertyFlags lists ps as --property takes them.
+func propertyFlags(ps []shrink.Property) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Flag()
+	}
+	return strings.Join(out, ", ")
 }
 
 // shrinkDir makes the shrink directory: out when given (it must not hold

@@ -36,6 +36,9 @@ func TestShrinkBadInput(t *testing.T) {
 	unsafe := checkedRun(t, "bad-lease-pause.jsonl") // no config.json: cannot be run again
 	configured := checkedRun(t, "bad-lease-pause.jsonl")
 	require.NoError(t, os.WriteFile(filepath.Join(configured, "config.json"), []byte(`{"options": {"lock": "redis-lua", "nemesis": "pause", "clients": 3, "time_limit": 6000000000}}`), 0o644))
+	// The terminal hints at shrink only for a run it can run again.
+	require.NotContains(t, run(t, nil, "check", unsafe, "--quiet").stdout, "shrink this run", "no config.json: shrink would refuse it")
+	require.Contains(t, run(t, nil, "check", configured, "--quiet").stdout, "shrink this run: locktest shrink "+configured)
 	cases := []struct {
 		name string
 		args []string
@@ -48,7 +51,7 @@ func TestShrinkBadInput(t *testing.T) {
 		{"budget zero", []string{unsafe, "--budget", "0s"}, "--budget must be a positive duration"},
 		{"no tries", []string{unsafe, "--tries", "0"}, "--tries must be 1..20"},
 		{"no config", []string{unsafe}, "has no readable config.json"},
-		{"property not in the run", []string{configured, "--property", "foreign-release"}, "--property foreign-release: " + configured + " has no such violation (it has: double-holder (lease-expired), lost-update)"},
+		{"property not in the run", []string{configured, "--property", "foreign-release"}, "--property foreign-release: " + configured + " has no such violation (it has: double-holder:lease-expired, lost-update)"}, // as --property takes them,
 		{"property of another cause", []string{configured, "--property", "double-holder:lease-broken"}, "has no such violation"},
 		{"no run dir", nil, "accepts 1 arg(s), received 0"},
 	}
