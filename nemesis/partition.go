@@ -68,7 +68,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	// Aimed: on a topology with a master that Sentinels elect, without
 	// --param partition, the one shape that can hurt: a split with the
 	// master on the minority side and clients on both.
-	master, aimed := env.Cluster.(mastered)
+	master, aimed := clusters.As[mastered](env.Cluster)
 	aimed = aimed && strings.TrimSpace(env.Params["partition"]) == ""
 	if aimed {
 		shapes = []string{"split"}
@@ -113,7 +113,7 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 // neither (it strikes as an acquire is sent). isolate-leader is dropped on
 // a topology that elects no leader, unless it is the only shape asked for.
 func sortShapes(shapes []string, cl clusters.Cluster) (holder, timed []string, err error) {
-	_, hasLeader := cl.(clusters.Leader)
+	_, hasLeader := clusters.As[clusters.Leader](cl)
 	for _, s := range shapes {
 		switch {
 		case s == "isolate-leader" && !hasLeader:
@@ -396,8 +396,8 @@ func (p *partitioner) drawTimed(shapes []string) (shape string, a, b []*netns.Ho
 	if p.master != nil && shape == "split" {
 		a, b = masterMinority(p.ctx, p.master, p.groups, p.addrs, a, b)
 	}
-	if shape == "isolate-leader" {
-		a, b = leaderSides(p.ctx, p.env.Cluster.(clusters.Leader), p.servers, clients)
+	if l, ok := clusters.As[clusters.Leader](p.env.Cluster); ok && shape == "isolate-leader" {
+		a, b = leaderSides(p.ctx, l, p.servers, clients)
 	}
 	return shape, a, b, d
 }
@@ -534,7 +534,7 @@ func stillConnected(pairs [][2]*netns.Host, addrs map[*netns.Host]string, timeou
 //     one list: one server of any kind, or all of them.
 func serverGroups(cl clusters.Cluster) (groups [][]*netns.Host, addrs map[*netns.Host]string) {
 	nodes := [][]clusters.Node{cl.Nodes()}
-	if g, ok := cl.(clusters.Grouped); ok {
+	if g, ok := clusters.As[clusters.Grouped](cl); ok {
 		nodes = g.ServerGroups()
 	}
 	addrs = map[*netns.Host]string{}
