@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"testing"
 	"time"
 
@@ -34,7 +33,7 @@ func TestLocktestImageWithCaps(t *testing.T) {
 		t.Skipf("no %s (sudo ./scripts/build-images.sh locktest builds it)", locktestImage)
 	}
 	out := t.TempDir()
-	name := fmt.Sprintf("locktest-test-image-%d", os.Getpid())
+	name := "locktest-test-image-" + strconv.Itoa(os.Getpid())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "docker", "run", "--rm", "--name", name,
@@ -54,5 +53,5 @@ func TestLocktestImageWithCaps(t *testing.T) {
 		require.NotEqual(t, history.Never, f.End, "%s on %s never healed", f.Detail, f.Target)
 		require.False(t, f.Failed, "%s on %s did not take effect", f.Detail, f.Target)
 	}
-	t.Logf("exit %d, %d partitions: %s", code, len(h.Faults), strings.TrimSpace(string(b)))
+	t.Logf("exit %d, %d partitions: %s", code, len(h.Faults), b)
 }
