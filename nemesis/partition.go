@@ -170,8 +170,8 @@ func (p *partitioner) claim() bool {
 // went in) holds the slot for the time iptables takes, and tries again at
 // the next acquire: on a loaded machine that is most of the time, and a
 // timed shape that gave up at once never struck in a whole 5 s run (the
-// nightly's redlock/partition was inconclusive in 4 of 10 runs at load
-// 12-19). A partition in place holds the slot longer than this: the
+// nightly's redlock/partition was inconclusive in 4 of 9 runs at load
+// 15-23). A partition in place holds the slot longer than this: the
 // shape still gives up then, so that healthy periods stay between
 // partitions.
 const slotWait = 500 * time.Millisecond
