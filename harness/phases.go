@@ -180,7 +180,7 @@ func (r *run) startCluster(ctx context.Context) error {
 		return fmt.Errorf("start %s cluster: %w", p.Topology, err)
 	}
 	r.cl = cl
-	if nw, ok := cl.(clusters.Networked); ok && nw.Net() != nil {
+	if nw, ok := clusters.As[clusters.Networked](cl); ok && nw.Net() != nil {
 		r.network = nw.Net() // closed by cl.Stop
 	}
 	r.defer_(func() {

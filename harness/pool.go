@@ -179,9 +179,6 @@ func (b poolBackend) Start(ctx context.Context, s clusters.Spec) (clusters.Clust
 		_ = pc.Stop(context.Background())
 		return nil, err
 	}
-	if l, ok := e.cl.(clusters.Leader); ok {
-		return &poolLeader{pc, l}, nil
-	}
 	return pc, nil
 }
 
@@ -368,13 +365,9 @@ type poolCluster struct {
 	once   sync.Once
 }
 
-// poolLeader is a poolCluster of a topology with a leader (zk3, etcd3).
-type poolLeader struct {
-	*poolCluster
-	l clusters.Leader
-}
-
-func (c *poolLeader) Leader(ctx context.Context) (clusters.Node, error) { return c.l.Leader(ctx) }
+// Unwrap returns the pooled cluster itself (clusters.Wrapped): the faults
+// find its Leader, Primary, Sentinel master... through clusters.As.
+func (c *poolCluster) Unwrap() clusters.Cluster { return c.Cluster }
 
 // ServerGroups forwards the pooled cluster's server groups
 // (clusters.Grouped: the partition fault splits each on its own); one
@@ -464,13 +457,8 @@ type PooledCluster struct {
 
 // poolOf returns the pooled cluster behind cl, nil when cl is a run's own.
 func poolOf(cl clusters.Cluster) *poolCluster {
-	switch c := cl.(type) {
-	case *poolCluster:
-		return c
-	case *poolLeader:
-		return c.poolCluster
-	}
-	return nil
+	c, _ := cl.(*poolCluster)
+	return c
 }
 
 // lockKey is the lock's name for the run's clients: the same for every run

@@ -53,13 +53,13 @@ func ParseFailover(s string) (string, error) {
 func (*failover) Name() string { return "failover" }
 
 func (*failover) Run(ctx context.Context, env *Env) error {
-	fo, ok := env.Cluster.(clusters.Failoverer)
+	fo, ok := clusters.As[clusters.Failoverer](env.Cluster)
 	if !ok {
 		return fmt.Errorf("topology %s cannot fail over: it has no primary with a replica to promote", env.Cluster.Topology())
 	}
 	failPrimary, how, back := fo.FailPrimary, "fail", "rejoined as a replica"
 	if env.Settings.Failover == FailoverIsolate {
-		iso, ok := env.Cluster.(clusters.Isolator)
+		iso, ok := clusters.As[clusters.Isolator](env.Cluster)
 		if !ok || env.Net == nil {
 			return fmt.Errorf("failover=isolate: topology %s cannot isolate its primary (redis-sentinel with the network layer can)", env.Cluster.Topology())
 		}

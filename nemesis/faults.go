@@ -662,7 +662,7 @@ func strike(ctx context.Context, env *Env, victims []clusters.Node, down time.Du
 // it (the checker reads this: history.KilledPrimary).
 func killDetail(env *Env, victims []clusters.Node, down time.Duration) string {
 	detail := fmt.Sprintf("SIGKILL, restart after %s", down.Round(time.Millisecond))
-	if p, ok := env.Cluster.(clusters.Primaried); ok {
+	if p, ok := clusters.As[clusters.Primaried](env.Cluster); ok {
 		if slices.ContainsFunc(victims, func(n clusters.Node) bool { return n.Name() == p.Primary().Name() }) {
 			detail += ", " + history.KilledPrimary
 		} else {
@@ -711,7 +711,7 @@ func target(ctx context.Context, env *Env, r *rand.Rand, nodes []clusters.Node, 
 		}
 		return n, nil
 	}
-	l, ok := env.Cluster.(clusters.Leader)
+	l, ok := clusters.As[clusters.Leader](env.Cluster)
 	if !ok {
 		return nil, fmt.Errorf("topology %s has no leader to aim at", env.Cluster.Topology())
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -144,4 +145,35 @@ func TestMasterMinority(t *testing.T) {
 			require.Equal(t, 1, count(b, "client"), "seed %d", seed)
 		}
 	}
+}
+
+// A timed shape waits a moment for the partition slot (a lost-reply that
+// stands down holds it for the time its rules take), gives up when it
+// stays taken (a partition in place) and at once when the run is ending.
+func TestPartitionClaimWithin(t *testing.T) {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	p := &partitioner{ctx: ctx, stop: stop}
+	require.True(t, p.claim())
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		p.done()
+	}()
+	t0 := time.Now()
+	require.True(t, p.claimWithin(5*time.Second), "the slot was freed after 100 ms")
+	require.GreaterOrEqual(t, time.Since(t0), 100*time.Millisecond)
+
+	// Still ours: another claim waits its 200 ms and gives up.
+	t0 = time.Now()
+	require.False(t, p.claimWithin(200*time.Millisecond))
+	require.GreaterOrEqual(t, time.Since(t0), 200*time.Millisecond)
+	p.done()
+
+	// The run is ending: no claim, no wait.
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	t0 = time.Now()
+	require.False(t, p.claimWithin(5*time.Second))
+	require.Less(t, time.Since(t0), time.Second)
 }

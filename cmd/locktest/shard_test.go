@@ -225,7 +225,12 @@ func TestShardsMergeAsWhole(t *testing.T) {
 	ms, err := os.ReadFile(filepath.Join(mergeDir, campaigns.SummaryFile))
 	require.NoError(t, err)
 	require.Contains(t, string(ms), "redis-lua/kill")
-	require.Equal(t, string(ws), shardPrefix.ReplaceAllString(string(ms), ""))
+	// The wall time is measured, not decided: the whole campaign's is its
+	// own, the merge's the slowest shard's (they ran side by side); on a
+	// busy machine they differ by whole seconds.
+	require.Equal(t, time.Duration(slowestShard(t, dirs)).Round(time.Second).String(), summaryWall(t, ms))
+	require.Equal(t, time.Duration(w.WallNs).Round(time.Second).String(), summaryWall(t, ws))
+	require.Equal(t, wallTime.ReplaceAllString(string(ws), ""), wallTime.ReplaceAllString(shardPrefix.ReplaceAllString(string(ms), ""), ""))
 	// junit.xml: the same cases, failures and skips.
 	wj, err := os.ReadFile(filepath.Join(wholeDir, campaigns.JUnitFile))
 	require.NoError(t, err)
@@ -249,6 +254,29 @@ func TestShardsMergeAsWhole(t *testing.T) {
 	code, out = execIn(t, newReportCmd, append([]string{"--merge", wholeDir}, dirs...)...)
 	require.Equal(t, exitError, code, out)
 	require.Contains(t, out, "neither empty nor an earlier merge")
+}
+
+// wallTime is the measured wall time in summary.md's first lines.
+var wallTime = regexp.MustCompile(`wall time (\S+) \(`)
+
+// summaryWall returns the wall time a summary.md states.
+func summaryWall(t *testing.T, summary []byte) string {
+	t.Helper()
+	m := wallTime.FindSubmatch(summary)
+	require.NotNil(t, m, "no wall time in %s", summary)
+	return string(m[1])
+}
+
+// slowestShard returns the longest wall time of the shards' results.json.
+func slowestShard(t *testing.T, dirs []string) int64 {
+	t.Helper()
+	var slowest int64
+	for _, d := range dirs {
+		c, err := reports.ReadCampaign(filepath.Join(d, campaigns.ResultsFile))
+		require.NoError(t, err)
+		slowest = max(slowest, c.WallNs)
+	}
+	return slowest
 }
 
 // makeShards runs the 3 shards of config cfg with the stub runner into
