@@ -75,13 +75,24 @@ func docSections(t *testing.T) map[string]string {
 // TestResultsDocCoversEveryField: every JSON field of a run's results.json
 // (checker.Result) and of a campaign's (reports.Campaign), and of every
 // struct inside them, has a row in its type's table in docs/results.md;
-// and the doc documents no field that does not exist.
+// and the doc documents no field that does not exist. shrink.json's
+// (shrink.Report, which imports this package) is checked by
+// TestResultsDocCoversShrinkReport.
 func TestResultsDocCoversEveryField(t *testing.T) {
-	fields := map[string][]string{}
-	jsonFields(reflect.TypeOf(checker.Result{}), fields)
-	jsonFields(reflect.TypeOf(Campaign{}), fields)
+	fields := docCoversEveryField(t, checker.Result{}, Campaign{})
 	require.Contains(t, fields, "reports.CellRun")
 	require.Contains(t, fields, "checker.SearchStats")
+}
+
+// docCoversEveryField checks that docs/results.md documents every JSON
+// field of the struct types reachable from roots, and no other, and
+// returns those types' fields.
+func docCoversEveryField(t *testing.T, roots ...any) map[string][]string {
+	t.Helper()
+	fields := map[string][]string{}
+	for _, r := range roots {
+		jsonFields(reflect.TypeOf(r), fields)
+	}
 	sections := docSections(t)
 	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|")
 	for typ, names := range fields {
@@ -97,4 +108,5 @@ func TestResultsDocCoversEveryField(t *testing.T) {
 		}
 		require.Empty(t, documented, "docs/results.md documents fields %s does not have", typ)
 	}
+	return fields
 }
