@@ -20,11 +20,13 @@ const shrinkExitHelp = `Exit codes:
   0    done: shrink.json, repro.sh and shrink.html hold the smallest
        configuration found (when the budget ran out: the best by then)
   2    usage or harness error (a run that is not unsafe, a directory
-       without a history, a budget that is not a duration)
-  3    the original never failed the same way again in --tries runs:
-       nothing was shrunk (see shrink.json)
-  130  interrupted (Ctrl-C): the best found so far is written, and nothing
-       is left running`
+       without a history, a budget that is not a duration; or the
+       original could not be run again at all: shrink.json says
+       "stopped": "error" and why)
+  3    the original ran again but never failed the same way in --tries
+       runs: nothing was shrunk (see shrink.json)
+  130  interrupted (Ctrl-C), also during the confirmation runs: the best
+       found so far is written, and nothing is left running`
 
 // ShrinkOptions are the flags of `locktest shrink`.
 type ShrinkOptions struct {
