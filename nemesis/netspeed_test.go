@@ -34,6 +34,7 @@ func TestNetSpeedParams(t *testing.T) {
 		{"loss", "0.25", ""},
 		{"loss", "1", "--param loss"},
 		{"loss", "-0.1", "--param loss"},
+		{"loss", "NaN", "--param loss"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			known, err := CheckParam(tc.key, tc.value)
