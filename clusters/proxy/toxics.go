@@ -196,10 +196,15 @@ func (t *seeded) GetBufferSize() int { return 1024 }
 // and the chunks still queued follow it in order.
 func (t *seeded) Cleanup(stub *toxics.ToxicStub) {
 	if st, ok := stub.State.(*heldState); ok && st.pending != nil {
-		stub.Output <- st.pending
+		// Bounded as Toxiproxy bounds its own flush: a link whose writer
+		// is gone reads nothing more.
+		_ = stub.WriteOutput(st.pending, cleanupWrite)
 		st.pending = nil
 	}
 }
+
+// cleanupWrite bounds Cleanup's wait for the link to take the held chunk.
+const cleanupWrite = 5 * time.Second
 
 // heldState is a stream's state in the toxics that hold chunks back: its
 // seeded source, and the chunk it holds until due. Toxiproxy interrupts a
@@ -280,7 +285,8 @@ func pipeHeld(stub *toxics.ToxicStub, st *heldState, hold func() time.Duration, 
 }
 
 // release passes the held chunk on once it is due; false when the toxic
-// was interrupted first (the chunk stays held).
+// was interrupted first, or while the link was not taking it (the chunk
+// stays held).
 func (st *heldState) release(stub *toxics.ToxicStub) bool {
 	if d := time.Until(st.due); d > 0 {
 		timer := time.NewTimer(d)
@@ -291,9 +297,13 @@ func (st *heldState) release(stub *toxics.ToxicStub) bool {
 			return false
 		}
 	}
-	stub.Output <- st.pending
-	st.pending = nil
-	return true
+	select {
+	case stub.Output <- st.pending:
+		st.pending = nil
+		return true
+	case <-stub.Interrupt:
+		return false
+	}
 }
 
 // stateOf is the stub's state (a toxic added while a stream was running
