@@ -26,7 +26,7 @@ func lateGrantSentence(h *history.History, b *Hold) string {
 			continue
 		}
 		granted := b.Start - f.Held
-		return fmt.Sprintf("client %d was granted the lock at %s at the latest (the %s fault held its answers back %s), answer arrived at %s, lease %s: used after it expired, %s after its lease ran out.",
+		return fmt.Sprintf("client %d was granted the lock at %s at the latest (the %s fault held its answers back %s), answer arrived at %s, lease %s: used after it expired, at least %s after its lease ran out.",
 			b.Client, at(granted), f.Name, span(f.Held), at(b.Start), span(ttl), span(b.Start-granted-ttl))
 	}
 	return ""

@@ -22,7 +22,7 @@ func TestLateGrantNamed(t *testing.T) {
 		named      bool
 		explaining string
 	}{
-		{"held past the lease", 2250, 6000, true, "client 2 was granted the lock at 1.20 s at the latest (the delay fault held its answers back 2.25 s), answer arrived at 3.45 s, lease 2.00 s: used after it expired, 0.25 s after its lease ran out."},
+		{"held past the lease", 2250, 6000, true, "client 2 was granted the lock at 1.20 s at the latest (the delay fault held its answers back 2.25 s), answer arrived at 3.45 s, lease 2.00 s: used after it expired, at least 0.25 s after its lease ran out."},
 		{"held less than the lease", 1500, 6000, false, "client 2 asked for the lock at 1.00 s and its answer came only at 3.45 s"},
 		{"answer after the healing", 2250, 3000, false, "client 2 asked for the lock at 1.00 s and its answer came only at 3.45 s"},
 		{"no hold recorded", 0, 6000, false, "client 2 asked for the lock at 1.00 s and its answer came only at 3.45 s"},

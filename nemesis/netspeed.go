@@ -183,7 +183,7 @@ func ParseShare(s string) (float64, error) {
 		return 0.3, nil
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || v <= 0 || v >= 1 {
+	if err != nil || !(v > 0 && v < 1) { // NaN too
 		return 0, fmt.Errorf("%q: want a share of the data between 0 and 1 (e.g. 0.3)", s)
 	}
 	return v, nil

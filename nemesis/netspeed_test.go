@@ -1,12 +1,16 @@
 package nemesis
 
 import (
+	"context"
+	"errors"
+	"io"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/clusters/proxy"
+	"github.com/locktest/locktest/history"
 )
 
 // The network-speed faults' --param values: good ones read as meant, bad
@@ -34,6 +38,7 @@ func TestNetSpeedParams(t *testing.T) {
 		{"loss", "0.25", ""},
 		{"loss", "1", "--param loss"},
 		{"loss", "-0.1", "--param loss"},
+		{"loss", "NaN", "--param loss"},
 	} {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
 			known, err := CheckParam(tc.key, tc.value)
@@ -122,4 +127,21 @@ func TestLossProbes(t *testing.T) {
 			require.GreaterOrEqual(t, escape, lossProofOdds, "share %v", tc.share)
 		}
 	}
+}
+
+// A strike whose toxic could not be taken off ends the run with an error
+// (the history says it healed, the link is still slow); one taken off
+// leaves the run going.
+func TestHealFailureEndsTheRun(t *testing.T) {
+	env := &Env{Recorder: history.NewRecorder(io.Discard, history.Monotonic(), true), TTL: time.Second, Seed: 7}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	s := &striker{env: env, fault: FaultDelay, ctx: ctx, stop: stop}
+	s.heal("client 1 | redis-1", func() error { return nil })
+	require.NoError(t, s.fatal)
+	require.NoError(t, ctx.Err())
+
+	s.heal("client 1 | redis-1", func() error { return errors.New("toxic lt3-downstream not found") })
+	require.ErrorContains(t, s.fatal, "delay on client 1 | redis-1: heal failed: toxic lt3-downstream not found")
+	require.Error(t, ctx.Err(), "the run goes on")
 }

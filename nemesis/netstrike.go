@@ -251,10 +251,19 @@ func (s *striker) begin(target string, client int, aim string, links []*proxy.Li
 		default:
 			end("healed")
 		}
-		if err := remove(); err != nil {
-			note(s.env, fmt.Sprintf("%s on %s: heal failed: %v", s.fault, target, err))
-		}
+		s.heal(target, remove)
 	}()
+}
+
+// heal takes a strike's toxic off. One that stays on leaves the link
+// slow (or stalled) after the history says it healed: what follows is not
+// what was recorded, so the run ends with an error, never a verdict.
+func (s *striker) heal(target string, remove func() error) {
+	if err := remove(); err != nil {
+		err = fmt.Errorf("%s on %s: heal failed: %w", s.fault, target, err)
+		note(s.env, err.Error())
+		s.failed(err)
+	}
 }
 
 // failed ends the run: a strike that could not be made or proved.

@@ -185,11 +185,38 @@ type seeded struct {
 
 // NewState gives each stream its own seeded source.
 func (t *seeded) NewState() any {
-	return rand.New(rand.NewPCG(t.Seed, t.streams.Add(1)))
+	return &heldState{r: rand.New(rand.NewPCG(t.Seed, t.streams.Add(1)))}
 }
 
 // GetBufferSize lets chunks queue while earlier ones are held back.
 func (t *seeded) GetBufferSize() int { return 1024 }
+
+// Cleanup (Toxiproxy calls it as the toxic is removed) lets out at once
+// the chunk the stream held when it was interrupted: no data is dropped,
+// and the chunks still queued follow it in order.
+func (t *seeded) Cleanup(stub *toxics.ToxicStub) {
+	if st, ok := stub.State.(*heldState); ok && st.pending != nil {
+		// Bounded as Toxiproxy bounds its own flush: a link whose writer
+		// is gone reads nothing more.
+		_ = stub.WriteOutput(st.pending, cleanupWrite)
+		st.pending = nil
+	}
+}
+
+// cleanupWrite bounds Cleanup's wait for the link to take the held chunk.
+const cleanupWrite = 5 * time.Second
+
+// heldState is a stream's state in the toxics that hold chunks back: its
+// seeded source, and the chunk it holds until due. Toxiproxy interrupts a
+// stream's toxic whenever a toxic is added to or removed from the same
+// direction of the link (another fault's toxic, for one), then runs it
+// again: the held chunk stays held across that, for its full time; only
+// the toxic's removal lets it out early (Cleanup).
+type heldState struct {
+	r       *rand.Rand
+	pending *stream.StreamChunk
+	due     time.Time
+}
 
 // delayToxic is Delay.
 type delayToxic struct {
@@ -207,8 +234,8 @@ func (t *delayToxic) draw(r *rand.Rand) time.Duration {
 }
 
 func (t *delayToxic) Pipe(stub *toxics.ToxicStub) {
-	r := stateRand(stub, t.Seed)
-	pipeHeld(stub, func() time.Duration { return t.draw(r) }, true)
+	st := stateOf(stub, t.Seed)
+	pipeHeld(stub, st, func() time.Duration { return t.draw(st.r) }, true)
 }
 
 // lossToxic is Loss.
@@ -219,10 +246,10 @@ type lossToxic struct {
 }
 
 func (t *lossToxic) Pipe(stub *toxics.ToxicStub) {
-	r := stateRand(stub, t.Seed)
-	pipeHeld(stub, func() time.Duration {
+	st := stateOf(stub, t.Seed)
+	pipeHeld(stub, st, func() time.Duration {
 		var wait time.Duration
-		for rto := time.Duration(t.RTOMs) * time.Millisecond; r.Float64() < t.Share; rto = min(2*rto, maxRTO) {
+		for rto := time.Duration(t.RTOMs) * time.Millisecond; st.r.Float64() < t.Share; rto = min(2*rto, maxRTO) {
 			wait += rto
 		}
 		return wait
@@ -231,54 +258,63 @@ func (t *lossToxic) Pipe(stub *toxics.ToxicStub) {
 
 // pipeHeld passes every chunk on after holding it back hold() (counted
 // from its arrival when sinceArrival, else from now) until the link closes
-// or the toxic is interrupted.
-func pipeHeld(stub *toxics.ToxicStub, hold func() time.Duration, sinceArrival bool) {
+// or the toxic is interrupted; a chunk held when it is interrupted stays
+// in st for the next run (or Cleanup).
+func pipeHeld(stub *toxics.ToxicStub, st *heldState, hold func() time.Duration, sinceArrival bool) {
 	for {
-		select {
-		case <-stub.Interrupt:
+		if st.pending == nil {
+			select {
+			case <-stub.Interrupt:
+				return
+			case c := <-stub.Input:
+				if c == nil {
+					stub.Close()
+					return
+				}
+				from := time.Now()
+				if sinceArrival {
+					from = c.Timestamp
+				}
+				st.pending, st.due = c, from.Add(hold())
+			}
+		}
+		if !st.release(stub) {
 			return
-		case c := <-stub.Input:
-			if c == nil {
-				stub.Close()
-				return
-			}
-			d := hold()
-			if sinceArrival {
-				d -= time.Since(c.Timestamp)
-			}
-			if !holdChunk(stub, c, d) {
-				return
-			}
 		}
 	}
 }
 
-// holdChunk passes chunk c on after d; false when the toxic was interrupted
-// meanwhile (c is passed on at once: no data is dropped).
-func holdChunk(stub *toxics.ToxicStub, c *stream.StreamChunk, d time.Duration) bool {
-	if d <= 0 {
-		stub.Output <- c
-		return true
+// release passes the held chunk on once it is due; false when the toxic
+// was interrupted first, or while the link was not taking it (the chunk
+// stays held).
+func (st *heldState) release(stub *toxics.ToxicStub) bool {
+	if d := time.Until(st.due); d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-stub.Interrupt:
+			return false
+		}
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
 	select {
-	case <-timer.C:
-		stub.Output <- c
+	case stub.Output <- st.pending:
+		st.pending = nil
 		return true
 	case <-stub.Interrupt:
-		stub.Output <- c
 		return false
 	}
 }
 
-// stateRand is the stub's seeded source (a toxic added while a stream
-// was running has one too: Toxiproxy makes the state then).
-func stateRand(stub *toxics.ToxicStub, seed uint64) *rand.Rand {
-	if r, ok := stub.State.(*rand.Rand); ok {
-		return r
+// stateOf is the stub's state (a toxic added while a stream was running
+// has one too: Toxiproxy makes the state then).
+func stateOf(stub *toxics.ToxicStub, seed uint64) *heldState {
+	if st, ok := stub.State.(*heldState); ok {
+		return st
 	}
-	return rand.New(rand.NewPCG(seed, 0))
+	st := &heldState{r: rand.New(rand.NewPCG(seed, 0))}
+	stub.State = st
+	return st
 }
 
 func init() {

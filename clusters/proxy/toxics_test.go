@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"encoding/json"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -21,7 +20,7 @@ func TestSeededToxics(t *testing.T) {
 		var d delayToxic
 		require.NoError(t, json.Unmarshal(body, &d))
 		require.Equal(t, uint64(7), d.Seed)
-		r := d.NewState().(*rand.Rand)
+		r := d.NewState().(*heldState).r
 		var out []time.Duration
 		for range 50 {
 			v := d.draw(r)
