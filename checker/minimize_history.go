@@ -79,6 +79,10 @@ func Witnesses(ctx context.Context, h *history.History, r *Result, o WitnessOpti
 	if IsWitness(h) || len(r.Anomalies) == 0 {
 		return nil
 	}
+	h, err := h.Whole() // a witness is cut from events, which a lean history left in its file
+	if err != nil {
+		return nil
+	}
 	end := time.Now().Add(o.Budget)
 	us := unitsOf(h)
 	var out []HistoryWitness
@@ -101,6 +105,10 @@ func Witnesses(ctx context.Context, h *history.History, r *Result, o WitnessOpti
 // MinimizeAnomaly returns the witness of anomaly a of h, minimised until
 // deadline; ok false when the property that found a does not find it in h.
 func MinimizeAnomaly(ctx context.Context, h *history.History, a Anomaly, opts Options, deadline time.Time) (HistoryWitness, bool) {
+	h, err := h.Whole()
+	if err != nil {
+		return HistoryWitness{}, false
+	}
 	return unitsOf(h).witness(ctx, a, opts.withDefaults(), deadline)
 }
 
