@@ -73,6 +73,11 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	if aimed {
 		shapes = []string{"split"}
 	}
+	if env.replaying() {
+		// The shapes of the faults replayed, whatever --param says.
+		shapes = replayShapes(env)
+		_, aimed = env.Cluster.(mastered)
+	}
 	holderShapes, timedShapes, err := sortShapes(shapes, env.Cluster)
 	if err != nil {
 		return err
@@ -219,10 +224,12 @@ func (p *partitioner) hold(end func(string), pairs [][2]*netns.Host, d time.Dura
 	}()
 }
 
-// begin applies pairs, then heals them after d, in the background.
-func (p *partitioner) begin(shape, target string, client int, pairs [][2]*netns.Host, d time.Duration) {
+// begin applies pairs, then heals them after s's length, in the
+// background.
+func (p *partitioner) begin(s strike, target string, client int, pairs [][2]*netns.Host) {
+	d := s.lengthOf()
 	// Recorded first: rules take effect while Block runs.
-	end := fault(p.env, "partition", target, client, fmt.Sprintf("%s for %s", shape, d.Round(time.Millisecond)))
+	end := fault(p.env, s, target, client, fmt.Sprintf("%s for %s", s.Params["shape"], d))
 	if err := p.env.Net.Block(context.Background(), pairs); err != nil {
 		end("failed: " + err.Error())
 		p.done()
@@ -234,25 +241,28 @@ func (p *partitioner) begin(shape, target string, client int, pairs [][2]*netns.
 // cutHolder (OnAcquire) cuts the client that just acquired from every
 // server or from a minority of each group, when a holder shape is due.
 func (p *partitioner) cutHolder(proc *workloads.Process, shapes []string) {
+	if proc.Host == nil {
+		return
+	}
+	grant := proc.GrantNo()
 	p.mu.Lock()
-	due := time.Now().After(p.nextHolder) && proc.Host != nil
-	var shape string
-	var d time.Duration
+	pl, due := p.replayed(shapes, grant)
+	if !p.env.replaying() && time.Now().After(p.nextHolder) {
+		pl, due = cutPlan{shape: shapes[p.r.IntN(len(shapes))], d: scaled(p.r, p.env.TTL, 1.5, 3)}, true
+		p.nextHolder = time.Now().Add(pl.d + scaled(p.r, p.env.TTL, 1, 2))
+	}
 	var cut []*netns.Host
 	if due {
-		shape = shapes[p.r.IntN(len(shapes))]
-		d = scaled(p.r, p.env.TTL, 1.5, 3)
 		cut = p.servers
-		if shape == "holder-minority" {
+		if pl.shape == "holder-minority" {
 			cut = minority(p.r, p.groups)
 		}
-		p.nextHolder = time.Now().Add(d + scaled(p.r, p.env.TTL, 1, 2))
 	}
 	p.mu.Unlock()
 	if !due || len(cut) == 0 || !p.claim() {
 		return
 	}
-	p.begin(shape, fmt.Sprintf("client %d | %s", proc.ID, names(cut)), proc.ID, clientPairs(proc.Host, cut), d)
+	p.begin(p.enter(pl, grant), fmt.Sprintf("client %d | %s", proc.ID, names(cut)), proc.ID, clientPairs(proc.Host, cut))
 }
 
 // loseReply (OnInvoke) drops the servers' answers to a client as it sends
@@ -263,7 +273,8 @@ func (p *partitioner) loseReply(proc *workloads.Process, op history.Op) {
 	if op != history.Acquire || proc.Host == nil || env.Workload.Holders() > 0 {
 		return
 	}
-	d, due := p.replyDue(1.5, 3)
+	grant := env.Workload.Grants()
+	pl, due := p.replyPlan("lost-reply", 1.5, 3, grant)
 	if !due || !p.claim() {
 		return
 	}
@@ -278,13 +289,14 @@ func (p *partitioner) loseReply(proc *workloads.Process, op history.Op) {
 		p.done()
 		return
 	}
-	end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-reply for %s", d.Round(time.Millisecond)))
+	s := p.enter(pl, grant)
+	end := fault(env, s, fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-reply for %s", s.lengthOf()))
 	if err != nil {
 		p.abortReplies(end, err) // (once: the fault ends here)
 		return
 	}
 	// (The probe's SYN goes through, the answer must not.)
-	p.hold(end, clientPairs(proc.Host, p.servers), d)
+	p.hold(end, clientPairs(proc.Host, p.servers), s.lengthOf())
 }
 
 // loseRenewals (OnAcquire) drops the servers' answers to the client that
@@ -295,16 +307,18 @@ func (p *partitioner) loseRenewals(proc *workloads.Process) {
 	if proc.Host == nil {
 		return
 	}
-	d, due := p.replyDue(0.85, 0.95)
+	grant := proc.GrantNo()
+	pl, due := p.replyPlan("lost-renewal", 0.85, 0.95, grant)
 	if !due || !p.claim() {
 		return
 	}
-	end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-renewal for %s", d.Round(time.Millisecond)))
+	s := p.enter(pl, grant)
+	end := fault(env, s, fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-renewal for %s", s.lengthOf()))
 	if err := p.cutReplies(proc); err != nil {
 		p.abortReplies(end, err)
 		return
 	}
-	p.hold(end, clientPairs(proc.Host, p.servers), d)
+	p.hold(end, clientPairs(proc.Host, p.servers), s.lengthOf())
 }
 
 // replyDue draws the length, lo..hi TTLs, of the next cut of the servers'
@@ -347,28 +361,38 @@ func clientPairs(client *netns.Host, servers []*netns.Host) [][2]*netns.Host {
 	return pairs
 }
 
-// timed strikes the timed shapes, one at a time, at random times, until
-// the run ends.
+// timed strikes the timed shapes, one at a time, at random times (in a
+// replay, at the entries' triggers), until the run ends.
 func (p *partitioner) timed(shapes []string) {
+	if p.env.replaying() {
+		p.timedReplay(shapes)
+		return
+	}
 	for len(shapes) > 0 && sleep.For(p.ctx, p.nextWait()) {
-		shape, a, b, d := p.drawTimed(shapes)
+		pl := p.drawTimed(shapes)
+		a, b := p.sides(pl.shape, pl.aimMaster)
 		if len(a) == 0 || len(b) == 0 || !p.claim() {
 			continue
 		}
-		target := names(a) + " | " + names(b)
-		if shape == "bridge" {
-			// The node on neither side stays connected to both.
-			for _, s := range p.servers {
-				if !slices.Contains(a, s) && !slices.Contains(b, s) {
-					target += " (" + s.Name + " bridges them)"
-				}
-			}
-		}
-		p.begin(shape, target, 0, cross(a, b), d)
+		p.begin(p.enter(pl, 0), p.timedTarget(pl.shape, a, b), 0, cross(a, b))
 		// Wait for this partition to heal before drawing the next one.
 		for p.busy() && sleep.For(p.ctx, 50*time.Millisecond) {
 		}
 	}
+}
+
+// timedTarget names the two sides of a timed shape.
+func (p *partitioner) timedTarget(shape string, a, b []*netns.Host) string {
+	target := names(a) + " | " + names(b)
+	if shape == "bridge" {
+		// The node on neither side stays connected to both.
+		for _, s := range p.servers {
+			if !slices.Contains(a, s) && !slices.Contains(b, s) {
+				target += " (" + s.Name + " bridges them)"
+			}
+		}
+	}
+	return target
 }
 
 // nextWait draws the healthy period before the next timed shape.
@@ -378,12 +402,19 @@ func (p *partitioner) nextWait() time.Duration {
 	return between(p.r, time.Second, 3*time.Second)
 }
 
-// drawTimed draws a timed shape, its length and its two sides (the
-// servers, and the clients' namespaces split between them).
-func (p *partitioner) drawTimed(shapes []string) (shape string, a, b []*netns.Host, d time.Duration) {
+// drawTimed draws a timed shape and its length.
+func (p *partitioner) drawTimed(shapes []string) cutPlan {
 	p.mu.Lock()
-	shape = shapes[p.r.IntN(len(shapes))]
-	d = scaled(p.r, p.env.TTL, 1.5, 3)
+	defer p.mu.Unlock()
+	shape := shapes[p.r.IntN(len(shapes))]
+	return cutPlan{shape: shape, d: scaled(p.r, p.env.TTL, 1.5, 3), aimMaster: p.master != nil && shape == "split"}
+}
+
+// sides draws the two sides of a timed shape: the servers, and the
+// clients' namespaces split between them (a split aimed at the master puts
+// it on the minority side; isolate-leader cuts the leader off).
+func (p *partitioner) sides(shape string, aimMaster bool) (a, b []*netns.Host) {
+	p.mu.Lock()
 	var clients []*netns.Host
 	for _, proc := range p.env.Workload.Processes() {
 		if proc.Host != nil {
@@ -393,13 +424,13 @@ func (p *partitioner) drawTimed(shapes []string) (shape string, a, b []*netns.Ho
 	slices.SortFunc(clients, func(a, b *netns.Host) int { return strings.Compare(a.Name, b.Name) })
 	a, b = groupedSides(p.r, shape, p.groups, clients)
 	p.mu.Unlock()
-	if p.master != nil && shape == "split" {
+	if aimMaster && p.master != nil && shape == "split" {
 		a, b = masterMinority(p.ctx, p.master, p.groups, p.addrs, a, b)
 	}
 	if shape == "isolate-leader" {
 		a, b = leaderSides(p.ctx, p.env.Cluster.(clusters.Leader), p.servers, clients)
 	}
-	return shape, a, b, d
+	return a, b
 }
 
 // finish waits, once the run ends, for the partition in place to heal, and
