@@ -149,6 +149,9 @@ func (r *run) prepare() error {
 	if r.sized != "" {
 		r.say("%s", r.sized)
 	}
+	if p.Replay != nil {
+		r.say("replaying %d faults from %s (--schedule)", len(p.Replay.Faults), p.Replay.ReplayedFrom)
+	}
 	return nil
 }
 
@@ -305,6 +308,9 @@ func (r *run) runInfo(base int64) *history.RunInfo {
 		DeadlockMs: (2*o.TTL + time.Second).Milliseconds(), BaseMonotonic: base,
 		ReadWrite: s.ReadWrite, StartupMillis: r.startup.Milliseconds(), ClusterReused: r.reused,
 	}
+	if r.plan.Replay != nil {
+		info.ReplayedFrom = r.plan.Replay.ReplayedFrom
+	}
 	if s.Lease {
 		info.TTLMillis = o.TTL.Milliseconds()
 	}
@@ -347,10 +353,13 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 		Tracker:    r.tracker, Recorder: rec, Resource: workloads.NewResource(0, o.Fence),
 		Reentrant: r.plan.Scheme.Reentrant, ReadWrite: r.plan.Scheme.ReadWrite,
 	})
+	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
+		Wait:   o.Wait, // with --wait, pause freezes waiters too (locks.PointWaiting)
+		Replay: r.plan.Replay}
 	procs, err := wl.Start()
 	if err != nil {
 		rec.Record(history.Event{Type: history.RunEnd, Detail: "harness error: " + err.Error()}, nil)
-		return driven{}, err
+		return driven{}, errors.Join(err, r.writeSchedule(env))
 	}
 	r.say("%d client processes started; running for %s", len(procs), o.TimeLimit)
 
@@ -367,8 +376,6 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 			stopNow()
 		}
 	})
-	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
-		Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
 	nemErr := make(chan error, 1)
 	go func() {
 		err := nemesis.RunAll(stop, env, r.plan.Nemeses)
@@ -383,6 +390,9 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 	wlErr := wl.Run(ctx, stop, procs)
 	stopNow()
 	nErr := <-nemErr
+	if err := r.writeSchedule(env); err != nil {
+		nErr = errors.Join(nErr, fmt.Errorf("write %s: %w", nemesis.ScheduleFile, err))
+	}
 	d := driven{detected: det.finish(), interrupted: ctx.Err() != nil}
 	endDetail := "time limit"
 	switch {
