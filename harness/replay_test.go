@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/matrix"
 	"github.com/locktest/locktest/nemesis"
 )
 
@@ -246,4 +247,45 @@ func TestReplayDocker(t *testing.T) {
 	o := baseOptions(t, "redis-lua", "pause,kill", 1850)
 	o.Cluster, o.Images, o.TimeLimit = "docker", dockerImages("docker"), 6e9
 	replayCompares(t, o)
+}
+
+// A replay's faults are its schedule's: --nemesis may be left out, must
+// name each of them when given, and a --param of a fault whose entries
+// were all deleted sets nothing (it is still checked).
+func TestValidateReplay(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "schedule.json")
+	sched := nemesis.Schedule{Version: 1, Seed: 3, Faults: []nemesis.Entry{
+		{Nemesis: "kill", Trigger: nemesis.Trigger{AfterGrant: 2}, Target: nemesis.RuleAnyServer, Length: "500ms"},
+	}}
+	require.NoError(t, sched.Write(path))
+	o := baseOptions(t, "redis-lua", "", 1)
+	o.Machine, o.Schedule = &matrix.Machine{}, path
+	o.Params = map[string]string{"pause-at": "after-grant"}
+	p, err := o.Validate()
+	require.NoError(t, err)
+	require.Equal(t, []string{"kill"}, p.Names)
+	require.NotNil(t, p.Replay)
+	require.Equal(t, path, p.Replay.ReplayedFrom)
+
+	o.Params = map[string]string{"pause": "zz"}
+	_, err = o.Validate()
+	require.ErrorContains(t, err, `--param pause: "zz"`)
+
+	o.Params, o.Nemesis = nil, "pause"
+	_, err = o.Validate()
+	require.ErrorContains(t, err, "holds kill faults, which --nemesis pause does not name")
+	var ue UsageError
+	require.ErrorAs(t, err, &ue)
+
+	o.Nemesis = "pause,kill"
+	p, err = o.Validate()
+	require.NoError(t, err)
+	require.Equal(t, []string{"kill"}, p.Names, "only the schedule's faults are injected")
+
+	sched.Faults = nil
+	require.NoError(t, sched.Write(path))
+	o.Nemesis = ""
+	p, err = o.Validate()
+	require.NoError(t, err)
+	require.Equal(t, []string{"none"}, p.Names, "every fault deleted: a run without faults")
 }
