@@ -188,8 +188,9 @@ func lastedTheirLength(t *testing.T, h *history.History, out nemesis.Schedule) {
 	}
 	for _, f := range h.Faults {
 		// (Cut short by the end of the run, "run ending": not to be
-		// measured.)
-		if f.Failed || f.End == history.Never || time.Duration(f.Start)+length[f.ID] >= time.Duration(h.Info.TimeLimitMs)*time.Millisecond {
+		// measured. A clock-client's length is how far back the clock
+		// goes; it ends at the holder's next acquire.)
+		if f.Name == "clock-client" || f.Failed || f.End == history.Never || time.Duration(f.Start)+length[f.ID] >= time.Duration(h.Info.TimeLimitMs)*time.Millisecond {
 			continue
 		}
 		lasted := time.Duration(f.End - f.Start)
@@ -211,12 +212,17 @@ func TestReplayLocal(t *testing.T) {
 		name, lock, nemesis string
 		params              map[string]string
 		need                func(*testing.T)
+		mod                 func(*Options)
 	}{
 		{name: "pause and kill", lock: "redis-lua", nemesis: "pause,kill"},
 		{name: "crash at a gap", lock: "redis-setnx-expire", nemesis: "crash-client", params: map[string]string{"crash-at": "after-setnx,after-grant"}},
 		{name: "clock on redlock's granters", lock: "redlock", nemesis: "clock,pause-server", need: needFaketime},
 		{name: "partition shapes", lock: "redis-lua", nemesis: "partition", need: needNet,
 			params: map[string]string{"partition": "isolate-holder,split,lost-reply"}},
+		{name: "failover on sentinel", lock: "redis-sentinel", nemesis: "failover", need: needSentinel, mod: failoverShape},
+		{name: "kill the etcd leader", lock: "etcd", nemesis: "kill,pause", params: map[string]string{"kill": "leader"},
+			need: func(t *testing.T) { needTopology(t, "etcd3") }},
+		{name: "skew the holder's clock", lock: "redlock", nemesis: "clock-client"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,6 +232,9 @@ func TestReplayLocal(t *testing.T) {
 			t.Parallel()
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(1800+i))
 			o.TimeLimit, o.Params = 6e9, tc.params
+			if tc.mod != nil {
+				tc.mod(&o)
+			}
 			replayCompares(t, o)
 		})
 	}
