@@ -46,10 +46,10 @@ type Entry struct {
 	// Fired false, never dropped.
 	Fired   bool  `json:"fired"`
 	FaultID int64 `json:"fault_id,omitempty"`
-	// FiredAt is, when it differs from Trigger, the opportunity the fault
-	// struck at in a replay: the first one at or past its trigger at which
-	// its nemesis was free (a fault of the same kind may still be under
-	// way at the trigger).
+	// FiredAt is where a replayed fault struck, when that is not its
+	// trigger: the grant of the first opportunity past it at which its
+	// fault was free (one of the same kind may still be under way at the
+	// trigger), or for a time trigger the time it struck.
 	FiredAt *Trigger `json:"fired_at,omitempty"`
 }
 
