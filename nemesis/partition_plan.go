@@ -3,8 +3,6 @@ package nemesis
 import (
 	"slices"
 	"time"
-
-	"github.com/locktest/locktest/internal/sleep"
 )
 
 // cutPlan is a partition about to strike: its shape and length, drawn or,
@@ -63,35 +61,4 @@ func (p *partitioner) enter(pl cutPlan, grant int64) strike {
 		e.Params["aim"] = "master"
 	}
 	return p.env.drawn(e)
-}
-
-// timedReplay strikes the replayed entries of the timed shapes at their
-// triggers, one at a time; the hooks strike the others (cutHolder,
-// loseReply, loseRenewals), in the schedule's order.
-func (p *partitioner) timedReplay(shapes []string) {
-	grants := grantSignal(p.env)
-	for p.ctx.Err() == nil {
-		s, ok := p.env.next("partition")
-		if !ok {
-			return // nothing left to replay
-		}
-		shape := s.Params["shape"]
-		if !slices.Contains(shapes, shape) || p.busy() {
-			sleep.For(p.ctx, 50*time.Millisecond) // a hook's turn, or one under way
-			continue
-		}
-		grant, ok := p.env.awaitTrigger(p.ctx, s, grants)
-		if !ok {
-			return
-		}
-		a, b := p.sides(shape, s.Params["aim"] == "master")
-		if len(a) == 0 || len(b) == 0 || !p.claim() {
-			sleep.For(p.ctx, 50*time.Millisecond)
-			continue
-		}
-		p.env.take(s, grant)
-		p.begin(s, p.timedTarget(shape, a, b), 0, cross(a, b))
-		for p.busy() && sleep.For(p.ctx, 50*time.Millisecond) {
-		}
-	}
 }
