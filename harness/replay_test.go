@@ -216,7 +216,8 @@ func TestReplayLocal(t *testing.T) {
 	}{
 		{name: "pause and kill", lock: "redis-lua", nemesis: "pause,kill"},
 		{name: "crash at a gap", lock: "redis-setnx-expire", nemesis: "crash-client", params: map[string]string{"crash-at": "after-setnx,after-grant"}},
-		{name: "clock on redlock's granters", lock: "redlock", nemesis: "clock,pause-server", need: needFaketime},
+		{name: "clock on redlock's granters", lock: "redlock", nemesis: "clock,pause", need: needFaketime},
+		{name: "freeze redlock's granters", lock: "redlock", nemesis: "pause-server"},
 		{name: "partition shapes", lock: "redis-lua", nemesis: "partition", need: needNet,
 			params: map[string]string{"partition": "isolate-holder,split,lost-reply"}},
 		{name: "failover on sentinel", lock: "redis-sentinel", nemesis: "failover", need: needSentinel, mod: failoverShape},
