@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
 )
@@ -44,15 +45,7 @@ func result(runDir string, check Checker) (*checker.Result, error) {
 	if check != nil {
 		return check(runDir)
 	}
-	b, err := os.ReadFile(filepath.Join(runDir, "results.json"))
-	if err != nil {
-		return nil, err
-	}
-	var r checker.Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(runDir, "results.json"), err)
-	}
-	return &r, nil
+	return reports.ReadResultsJSON(filepath.Join(runDir, "results.json"))
 }
 
 // FromRuns builds a campaign, with no expectations, from every run
@@ -69,6 +62,9 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		}
 		if d.Type()&fs.ModeSymlink != 0 { // store/latest
 			return nil
+		}
+		if d.IsDir() && harness.IsWitnessDir(p) { // a run's witness: not a run
+			return fs.SkipDir
 		}
 		if !d.IsDir() && d.Name() == "history.jsonl" {
 			runDirs = append(runDirs, filepath.Dir(p))

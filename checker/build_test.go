@@ -123,6 +123,26 @@ func (b *hb) faultWith(name, target string, start, end float64, detail, endDetai
 	}
 }
 
+// pauseAt adds a pause of client 1 at fault point point, from start to
+// end (ms).
+func (b *hb) pauseAt(point string, start, end float64) {
+	b.fault++
+	b.add(start, history.Event{Type: history.FaultStart, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1, Point: point})
+	b.add(end, history.Event{Type: history.FaultEnd, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1})
+}
+
+// checkThenActGap adds the check-then-act story: client 1 (validity 100
+// ms) checked its lease at 50 ms and was paused before its write landed at
+// 450 ms, after client 2 acquired the lock at 201 ms.
+func (b *hb) checkThenActGap() {
+	b.acqValid(1, 0, 1, "a", 100)
+	b.use(1, false, 2, 3, history.OK)
+	b.pauseAt("after-check", 50, 450)
+	b.use(1, true, 49, 450, history.OK)
+	b.acq(2, 200, 201, "b")
+	b.rel(1, 451, 452, "a", history.Fail, "-")
+}
+
 func (b *hb) clientLife(c int, start, end float64) {
 	b.add(start, history.Event{Type: history.ClientStart, Client: c, PID: 100 + c})
 	if end >= 0 {

@@ -390,7 +390,7 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 	var why []string
 	seen := map[string]bool{}
 	for _, n := range h.Info.Nemeses {
-		if n == "" || n == "none" || seen[n] {
+		if n == "" || n == "none" || n == history.Proxied || seen[n] {
 			continue
 		}
 		seen[n] = true
@@ -430,7 +430,7 @@ func faultClient(f history.Fault) (int, bool) {
 	if c, ok := clientTarget(f.Target); ok {
 		return c, true
 	}
-	if f.Name == "partition" && f.Client > 0 {
+	if (f.Name == "partition" || slices.Contains(LinkFaults, f.Name)) && f.Client > 0 {
 		return f.Client, true
 	}
 	return 0, false
@@ -439,8 +439,9 @@ func faultClient(f history.Fault) (int, bool) {
 // struck reports whether fault f struck where it could matter:
 //   - a client fault at a fault point inside the client's steps (gap);
 //   - a fault aimed at a client, while that client held the lock (a
-//     lost-reply partition, aimed at the acquire its client sends next:
-//     when that acquire was granted or may have been);
+//     lost-reply partition or a link fault aimed at an acquire in flight,
+//     aimed at the acquire its client sends next: when that acquire was
+//     granted or may have been);
 //   - a failover, when the replica was promoted while a client held the
 //     lock granted before the promotion (and, in a lease run, that lease
 //     could still be live: a promotion after the lease surely ran out
@@ -452,6 +453,12 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 	}
 	if f.Name == "kill" && strings.HasSuffix(f.Detail, history.KilledReplica) {
 		return false // the lock lives on the primary, which went on serving
+	}
+	if slices.Contains(LinkFaults, f.Name) && strings.HasPrefix(f.Detail, history.AimInFlight) {
+		// Aimed at the acquire its client was sending (invoked just
+		// before the fault was recorded): it matters when that acquire
+		// could have been granted.
+		return inFlightGranted(h, f)
 	}
 	if f.Name == "partition" && strings.HasPrefix(f.Detail, "lost-reply") {
 		// Aimed at the acquire its client was about to send: it matters

@@ -170,7 +170,14 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 	case CauseLeaseExpired:
 		switch {
 		case stale == b:
+			if s := lateGrantSentence(h, b); s != "" {
+				sb.WriteString(" Lost by design: " + s)
+				break
+			}
 			fmt.Fprintf(&sb, " Lost by design: client %d asked for the lock at %s and its answer came only at %s, so its grant could have come first and its lease could have run out before client %d was granted the lock; client %d then used a lease that had already expired.", b.Client, at(b.AcquireCall), at(b.Start), a.Client, b.Client)
+		case stale == a && lateGrantSentence(h, a) != "":
+			// a's own grant came late: its lease was over as it began.
+			sb.WriteString(" Lost by design: " + lateGrantSentence(h, a))
 		case h.Info.Renews:
 			fmt.Fprintf(&sb, " Lost by design: a fault on client %d stopped the renewals of its lease long enough before client %d was granted the lock for the lease to run out, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
 		default:
@@ -182,7 +189,7 @@ func doubleHolderAnomaly(h *history.History, a, b *Hold, slack int64) Anomaly {
 		} else if f, ok := sessionCutDuring(h, a, b); ok {
 			fmt.Fprintf(&sb, " Lost by design: the %s of %s at %s ended every session of the server, and with client %d's session its lock, before client %d's grant; client %d went on as if it still held it.", f.Name, f.Target, at(f.Start), a.Client, b.Client, a.Client)
 		} else {
-			fmt.Fprintf(&sb, " Lost by design: a fault cut client %d off from the servers (or ended the server's sessions) before client %d's grant, long enough for its session, and with it the lock, to end, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
+			fmt.Fprintf(&sb, " Lost by design: a fault cut client %d off from the servers, held its heartbeats back (or ended the server's sessions) before client %d's grant, long enough for its session, and with it the lock, to end, and client %d went on as if it still held it.", a.Client, b.Client, a.Client)
 		}
 	case CauseSessionAlive:
 		fmt.Fprintf(&sb, " The lock service broke its promise: client %d was granted the lock while client %d's session was surely still alive (no fault could have stopped its heartbeats long enough).", b.Client, a.Client)

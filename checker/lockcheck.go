@@ -49,7 +49,13 @@ import (
 //     With the whole history known (lookahead), a lease's deadline only
 //     matters while a successful release that could match is still to
 //     come, and a lost acquire's key that no release can free any more is
-//     the same whichever client wrote it (anonymous).
+//     the same whichever client wrote it (anonymous). Lost acquires whose
+//     key is such and whose lease may have run out by the clock are
+//     counted, not named (spent, sweep_spent.go), and a holder whose lease
+//     may have run out dominates a free lock (expiredOverFree).
+//   - A release refused as not-owner that returns where it changes
+//     nothing but the clock is placed there at once; after moves, only
+//     where it frees the lock (refusedCommutes).
 //
 // In most of a history one configuration is left after every return: the
 // sweep is then a replay. Where several stay open (around lost answers,
@@ -251,6 +257,7 @@ type sweepScratch struct {
 	calls      []int64
 	keep       []bool
 	order      []int32
+	expiredIdx []int32 // prune: the configurations whose holder's lease may have run out
 	deferred   []int32 // expand: running no-op operations of the node explored
 	deferDone  []bool
 	bufNoop    []lockState
@@ -259,7 +266,11 @@ type sweepScratch struct {
 	x          int32   // expand: the returning operation
 	node       config
 	nest       bool // poolMoves: nested lost acquires are worth trying
-	anonDone   bool // poolMoves (approximate): an anonymous lock was tried
+	// changesOnly (expand): the returning operation was placed in the
+	// configuration explored, where it changes nothing but the clock; it
+	// is placed after moves only where it changes the state.
+	changesOnly bool
+	anonDone    bool // poolMoves (approximate): an anonymous lock was tried
 }
 
 // sweepRWCache is what a read-write sweep remembers within one return's
@@ -290,6 +301,7 @@ type sweepRWCache struct {
 // sweepResult is what the sweep found.
 type sweepResult struct {
 	stats  SearchStats
+	rules  ruleCounts
 	wide   bool // more than one configuration open
 	failed bool
 	// blocker is the operation that could not be placed, before the
@@ -477,6 +489,20 @@ func (s *sweep) ret(i int32) {
 			s.buf = s.m.stepInto(s.buf[:0], c.s, op, op.out)
 			if len(s.buf) == 1 && s.buf[0] == c.s {
 				s.next = append(s.next, *c)
+				continue
+			}
+			if s.refusedCommutes(c, op) {
+				// A refused release that changes nothing in c but the
+				// clock: placed at once, and after moves only where it
+				// frees the lock (changesOnly).
+				s.emit(c, i, -1, true, s.buf[0], s.buf[0].now)
+				s.rules.refusedAtOnce++
+				s.changesOnly = true
+				s.expand(c, i)
+				s.changesOnly = false
+				if s.stats.Exceeded {
+					return
+				}
 				continue
 			}
 		}

@@ -86,6 +86,19 @@ func requireAgree(t *testing.T, what string, h *history.History, v verdicts) boo
 	return true
 }
 
+// agreeCount is requireAgree counting: 1 decided when porcupine decided,
+// and 1 illegal when it found the history illegal.
+func agreeCount(t *testing.T, what string, h *history.History, v verdicts) (decided, illegal int) {
+	t.Helper()
+	if !requireAgree(t, what, h, v) {
+		return 0, 0
+	}
+	if v.porcupine == porcupine.Illegal {
+		return 1, 1
+	}
+	return 1, 0
+}
+
 type atomicCounter struct{ n atomic.Int64 }
 
 func (c *atomicCounter) add()       { c.n.Add(1) }
@@ -118,12 +131,8 @@ func TestLockSweepAgreesWithPorcupine(t *testing.T) {
 			h, err := histgen.Chaos(seed, 3+int(seed%10)).History()
 			require.NoError(t, err)
 			v := judge(h, time.Second)
-			if requireAgree(t, fmt.Sprintf("chaos seed %d", seed), h, v) {
-				decided++
-				if v.porcupine == porcupine.Illegal {
-					illegal++
-				}
-			}
+			d, il := agreeCount(t, fmt.Sprintf("chaos seed %d", seed), h, v)
+			decided, illegal = decided+d, illegal+il
 		}
 		t.Logf("%d chaos histories, %d decided by porcupine, %d of them illegal; the sweep handed %d over to porcupine", chaos, decided, illegal, fallbacks.get())
 		require.Greater(t, illegal, decided/10)
@@ -151,12 +160,8 @@ func TestLockSweepAgreesWithPorcupine(t *testing.T) {
 			h, err := out.History()
 			require.NoError(t, err)
 			v := judge(h, time.Second)
-			if requireAgree(t, fmt.Sprintf("generated %d %+v", i, cfg), h, v) {
-				decided++
-				if v.porcupine == porcupine.Illegal {
-					illegal++
-				}
-			}
+			d, il := agreeCount(t, fmt.Sprintf("generated %d %+v", i, cfg), h, v)
+			decided, illegal = decided+d, illegal+il
 		}
 		t.Logf("%d generated histories, %d decided by porcupine, %d of them illegal", gen, decided, illegal)
 		require.Greater(t, illegal, decided/20)
@@ -178,12 +183,8 @@ func TestLockSweepAgreesWithPorcupine(t *testing.T) {
 			h, err := history.FromEvents(evs)
 			require.NoError(t, err)
 			v := judge(h, time.Second)
-			if requireAgree(t, fmt.Sprintf("mutated %d %+v", i, cfg), h, v) {
-				decided++
-				if v.porcupine == porcupine.Illegal {
-					illegal++
-				}
-			}
+			d, il := agreeCount(t, fmt.Sprintf("mutated %d %+v", i, cfg), h, v)
+			decided, illegal = decided+d, illegal+il
 		}
 		t.Logf("%d mutated histories, %d decided by porcupine, %d of them illegal", mutated, decided, illegal)
 		require.Greater(t, illegal, decided/10)
@@ -200,12 +201,8 @@ func testReadWriteAgrees(t *testing.T, chaos, gen, mutated int) {
 		for i := range n {
 			hist, name := h(i)
 			v := judge(hist, time.Second)
-			if requireAgree(t, fmt.Sprintf("read-write %s %d %s", what, i, name), hist, v) {
-				decided++
-				if v.porcupine == porcupine.Illegal {
-					illegal++
-				}
-			}
+			d, il := agreeCount(t, fmt.Sprintf("read-write %s %d %s", what, i, name), hist, v)
+			decided, illegal = decided+d, illegal+il
 		}
 		t.Logf("%d read-write %s histories, %d decided by porcupine, %d of them illegal", n, what, decided, illegal)
 		return decided, illegal

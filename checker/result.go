@@ -4,7 +4,11 @@
 // pass. The checker works from the history alone.
 package checker
 
-import "github.com/locktest/locktest/history"
+import (
+	"sort"
+
+	"github.com/locktest/locktest/history"
+)
 
 // Status is the outcome of checking one property.
 type Status string
@@ -84,6 +88,13 @@ type Anomaly struct {
 	// CauseLeaseBroken or CauseUnknown.
 	Cause       Cause  `json:"cause,omitempty"`
 	Explanation string `json:"explanation"` // plain words
+	// Witness is the history file, relative to the run directory, of a
+	// 1-minimal sub-history that still shows this anomaly (Witnesses),
+	// written by `locktest check` and at the end of `locktest run`; empty
+	// when none was made. WitnessPartial: its time bound stopped the
+	// minimisation before every removal was tried.
+	Witness        string `json:"witness,omitempty"`
+	WitnessPartial bool   `json:"witness_partial,omitempty"`
 }
 
 // Property is the result of one check.
@@ -120,6 +131,12 @@ type Counts struct {
 	ResourceFinal   int64 `json:"resource_final"`
 	DurationNs      int64 `json:"duration_ns"`
 	HeldNs          int64 `json:"held_ns"` // time during which some client surely held the lock
+	// ShortGrants counts the grants on several servers (Redlock's) that
+	// some server voted no for or never answered, and MissingVotes how
+	// often each server was missing from them (a slow or cut server:
+	// Redlock's per-node timeout makes a late answer a missing vote).
+	ShortGrants  int            `json:"short_grants,omitempty"`
+	MissingVotes map[string]int `json:"missing_votes,omitempty"`
 }
 
 // Result is what results.json holds.
@@ -193,4 +210,44 @@ type Hold struct {
 	// the release in History.Ops (ReleaseIndex -1 when it never released).
 	AcquireIndex int `json:"-"`
 	ReleaseIndex int `json:"-"`
+}
+
+// Prioritized returns the indices of as in the order in which they are
+// worth a reader's attention: by severity (violations first, then
+// contained ones, then the rest); within one severity the first anomaly of
+// each kind before the second of any kind, and so on; then by position
+// (Check keeps them in time order). So a short list (the report's, the
+// witnesses made) shows every kind of violation there is, not five of one
+// kind.
+func Prioritized(as []Anomaly) []int {
+	idx := make([]int, len(as))
+	nth := make([]int, len(as)) // occurrence of its kind and severity
+	seen := map[[2]string]int{}
+	for i, a := range as {
+		idx[i] = i
+		k := [2]string{string(a.Kind), string(a.Severity)}
+		nth[i] = seen[k]
+		seen[k]++
+	}
+	sort.SliceStable(idx, func(a, b int) bool {
+		ra, rb := severityRank(as[idx[a]].Severity), severityRank(as[idx[b]].Severity)
+		if ra != rb {
+			return ra < rb
+		}
+		return nth[idx[a]] < nth[idx[b]]
+	})
+	return idx
+}
+
+// severityRank orders anomalies for display and selection: violations
+// first, then contained ones, then everything else.
+func severityRank(s Severity) int {
+	switch s {
+	case SeverityViolation:
+		return 0
+	case SeverityContained:
+		return 1
+	default:
+		return 2
+	}
 }

@@ -1,6 +1,24 @@
 package checker
 
-import "github.com/locktest/locktest/history"
+import (
+	"slices"
+
+	"github.com/locktest/locktest/history"
+)
+
+// LinkFaults are the faults that slow, stall or break one client's links
+// (nemesis.NetSpeedFaults but slow-node): its heartbeats are late or lost
+// while one is in place, as they are while it is paused or cut off.
+var LinkFaults = []string{"delay", "stall", "reset", "bandwidth", "loss"}
+
+// ConnectionCuttingFaults are the link faults that end the connections of
+// the client they strike: a session without heartbeats (a MariaDB
+// connection) ends with them.
+var ConnectionCuttingFaults = []string{"stall", "reset"}
+
+// SlowNodeFault delays one server's links from every client: the session a
+// holder keeps on that server gets its heartbeats late.
+const SlowNodeFault = "slow-node"
 
 // Causes of a double holder of a session-based lock (RunInfo.Renews: a
 // ZooKeeper session or an etcd lease that the client keeps alive).
@@ -24,8 +42,9 @@ const (
 // last heartbeat the server heard, and the client sent one at most TTL/3
 // before its heartbeats were stopped at F, so it cannot have expired
 // before F + 2/3 TTL. Heartbeats stop with a fault on a's client (a pause,
-// a partition that cuts it off, its crash) or on the servers (a frozen,
-// killed or cut-off server may be the one a's session talks to). A grant
+// a partition that cuts it off, its crash, a link fault that holds them
+// back: LinkFaults) or on the servers (a frozen, killed, cut-off or slow
+// server may be the one a's session talks to). A grant
 // to b at or after F + 2/3 TTL for such a fault that began before b's grant
 // and ended after a's acquire is CauseSessionExpired.
 //
@@ -48,13 +67,15 @@ func SessionCause(h *history.History, a, b *Hold) Cause {
 		if f.Failed || f.Start >= b.Start || f.End <= a.AcquireCall {
 			continue
 		}
-		server := f.Name == "pause-server" || f.Name == "kill" || f.Name == "failover" || f.Name == "partition" && f.Client == 0
-		client := f.Client == a.Client && (f.Name == "pause" || f.Name == "partition" || f.Name == "crash-client")
+		server := f.Name == "pause-server" || f.Name == "kill" || f.Name == "failover" || f.Name == "partition" && f.Client == 0 || f.Name == SlowNodeFault
+		client := f.Client == a.Client && (f.Name == "pause" || f.Name == "partition" || f.Name == "crash-client" || slices.Contains(LinkFaults, f.Name))
 		switch {
 		case !info.Renews:
 			// No heartbeat to stop: only a server that lost its
-			// sessions (a killed replica kept the primary's).
-			if sessionCut(info, f) || f.Name == "partition" && f.Client == 0 {
+			// sessions (a killed replica kept the primary's), or a's
+			// connection closed under it (a stall closes its connections
+			// as it heals; a reset resets them).
+			if sessionCut(info, f) || f.Name == "partition" && f.Client == 0 || f.Client == a.Client && slices.Contains(ConnectionCuttingFaults, f.Name) {
 				return CauseSessionExpired
 			}
 		case server || client:

@@ -14,7 +14,10 @@ import (
 // usedLE reports whether configuration a has, pool by pool, at least the
 // operations left that b has: it used no more of them, counting expired
 // ones as used (horizon), or (capacity, approximate) it has at least
-// capacity left.
+// capacity left. Spent lost acquires (sweep_spent.go) count by number: a
+// must have each other operation b has left, and at least as many spent
+// ones in all, from whichever pools (usedLESpent; only asked when a used
+// more of some pool, since otherwise it has at least b's spent ones too).
 func (s *sweep) usedLE(a, b *config) bool {
 	j := 0
 	for _, u := range a.used {
@@ -34,6 +37,9 @@ func (s *sweep) usedLE(a, b *config) bool {
 			s.stats.Approx++
 			continue
 		}
+		if t, ok := s.spentClock(a, b); ok {
+			return s.usedLESpent(a, b, t)
+		}
 		return false
 	}
 	return true
@@ -43,6 +49,10 @@ func (s *sweep) usedLE(a, b *config) bool {
 // with s.capacity, all but using more than capacity of a pool b has left).
 func (s *sweep) dominates(a, b *config) bool {
 	m := s.m
+	if s.expiredOverFree(a, b) {
+		s.rules.expiredOverFree++
+		return true
+	}
 	if a.s.client != b.s.client || a.s.owner != b.s.owner || a.s.depth != b.s.depth || a.s.readers != b.s.readers ||
 		(!slices.Equal(a.lin, b.lin) && !s.linCovers(a, b)) || (s.reach && !s.usedLE(a, b)) {
 		return s.reach && s.reaches(a, b)
@@ -65,7 +75,10 @@ func (s *sweep) dominates(a, b *config) bool {
 			// An earlier possible expiry and a later possible refresh
 			// only allow more; the refresh only matters to a successful
 			// release of that holder still to come.
-			return a.s.acqCall <= b.s.acqCall && (a.s.acqRet >= b.s.acqRet || !s.deadlineMatters(b.s))
+			// A lease that may have run out by a's clock has, from then
+			// on, the earliest possible expiry whenever it was granted.
+			return (a.s.acqCall <= b.s.acqCall || (a.s.readers == 0 && m.expiry(a.s) <= a.s.now)) &&
+				(a.s.acqRet >= b.s.acqRet || !s.deadlineMatters(b.s))
 		}
 	}
 	return held || a.failedUpTo >= b.failedUpTo
@@ -362,6 +375,7 @@ func (s *sweep) prune() {
 		}
 		a = b
 	}
+	s.pruneFreeByExpired()
 	out := s.next[:0]
 	for i := range s.next {
 		if s.keep[i] {
@@ -369,6 +383,27 @@ func (s *sweep) prune() {
 		}
 	}
 	s.next = out
+}
+
+// expiredHolder reports whether c's lock has a holder (of an exclusive
+// lock) whose lease may have run out by c's clock.
+func (s *sweep) expiredHolder(c *config) bool {
+	return s.m.lease && !s.m.rw && c.s.client != 0 && s.m.expiry(c.s) <= c.s.now
+}
+
+// expiredOverFree reports whether a, whose holder's lease may have run out
+// by its clock, dominates b, whose lock is free: such a holder does all a
+// free lock does (from any point on, an acquire takes it over as it would
+// take a free lock, a release refused to its client frees it, any other
+// release leaves it), and more (refuse an acquire, take its client's
+// release), so a does all b can with no more lost operations used, the
+// same placed operations and no later clock. (Its failed acquires are
+// placed up to its clock, b's up to its horizon, no later.)
+func (s *sweep) expiredOverFree(a, b *config) bool {
+	if b.s.held() || !s.expiredHolder(a) || a.s.now > b.s.now {
+		return false
+	}
+	return (slices.Equal(a.lin, b.lin) || s.linCovers(a, b)) && s.usedLE(a, b)
 }
 
 // rwPruneAll is the most configurations that prune compares all with all

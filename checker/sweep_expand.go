@@ -71,7 +71,8 @@ func (s *sweep) expand(c *config, x int32) {
 
 // heldCommutes reports, for a configuration c whose lock is held and a
 // failed acquire x returning now (which placed in c only moves the clock to
-// its invocation at most), whether every sequence of moves that could go
+// its invocation at most; or a refused release that changes nothing else
+// either, see refusedCommutes), whether every sequence of moves that could go
 // before x can go after it, to the same state: then placing x at once is
 // the only placement worth keeping (just in time, the moves come when a
 // later return needs them).
@@ -94,6 +95,27 @@ func (s *sweep) heldCommutes(c *config) bool {
 		}
 	}
 	return true
+}
+
+// refusedCommutes reports, for a release x refused as not-owner and
+// returning now, whether placing it in c at once is worth keeping as the
+// only placement where it changes nothing: x changes nothing in c but the
+// clock (s.buf holds its one state), and every sequence of moves that could
+// go before x can go after it (heldCommutes, which needs no held lock: a
+// free lock has no deadline). Then, of the placements after moves, only
+// those where x changes the state (its client holds the lock, now or after
+// the moves) can do what c with x placed cannot: where x changes nothing,
+// the same moves can follow x instead, at points no earlier than x's,
+// which is no later than now, and the next return explores them again.
+// (Not on read-write locks, whose expansion asks only the moves that may
+// not wait: rwDeferrable.)
+func (s *sweep) refusedCommutes(c *config, x *lockOp) bool {
+	if s.m.rw || x.out != outNotOwner || len(s.buf) != 1 {
+		return false
+	}
+	ns := s.buf[0]
+	ns.now = c.s.now
+	return ns == c.s && s.heldCommutes(c)
 }
 
 // noop reports whether y, placed in state st, changes nothing but the clock.
@@ -167,6 +189,9 @@ func (s *sweep) apply(d *config, y int32, pool int32, terminal bool) {
 	op := &s.ops[y]
 	if !terminal && s.m.rw && s.rwDeferrable(d, op) {
 		return
+	}
+	if terminal && s.changesOnly && s.noop(d.s, y) {
+		return // (placed in the root already: see refusedCommutes)
 	}
 	s.buf2 = s.m.stepInto(s.buf2[:0], d.s, op, op.out)
 	states := s.buf2

@@ -112,6 +112,11 @@ type pool struct {
 	// sameOwner (lost releases): 1 + the next pool naming the same owner,
 	// of another client (0: none).
 	sameOwner int32
+	// phantom (lost acquires naming no owner): no release can free the key
+	// of one any more (phantomClient); notPhantomAt: the sweep's time when
+	// it was last found not to be.
+	phantom      bool
+	notPhantomAt int64
 }
 
 func (s *sweep) addToPool(i int32) {

@@ -71,12 +71,6 @@ func TestUsedAfterValidity(t *testing.T) {
 }
 
 func TestCheckThenAct(t *testing.T) {
-	// pauseAt adds a pause of client 1 at point, from start to end (ms).
-	pauseAt := func(b *hb, point string, start, end float64) {
-		b.fault++
-		b.add(start, history.Event{Type: history.FaultStart, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1, Point: point})
-		b.add(end, history.Event{Type: history.FaultEnd, Fault: "pause", FaultID: b.fault, Target: "client 1", Client: 1})
-	}
 	tests := []struct {
 		name    string
 		build   func(b *hb)
@@ -84,28 +78,23 @@ func TestCheckThenAct(t *testing.T) {
 		explain string
 	}{
 		{name: "paused after its check, while the write was in flight", kind: KindCheckThenAct, build: func(b *hb) {
-			b.acqValid(1, 0, 1, "a", 100)
-			b.use(1, false, 2, 3, history.OK)
-			pauseAt(b, "after-check", 50, 450)
-			b.use(1, true, 49, 450, history.OK)
-			b.acq(2, 200, 201, "b")
-			b.rel(1, 451, 452, "a", history.Fail, "-")
+			b.checkThenActGap()
 		}, explain: "client 1 found its lease valid at 50.0 ms (51.0 ms left), was paused between that check and its write (50.0 ms–450.0 ms); client 2 acquired the lock at 201.0 ms; client 1's write landed at 450.0 ms, 0.35 s after its validity ended: the check-then-act gap. No check in the client closes it (a lease can run out between any check and the use it guards); only a fencing token checked by the resource does."},
 		{name: "paused right after the grant: a client bug", kind: KindUsedAfterValidity, build: func(b *hb) {
-			pauseAt(b, "after-grant", 2, 450)
+			b.pauseAt("after-grant", 2, 450)
 			b.acqValid(1, 0, 1, "a", 100)
 			b.use(1, true, 451, 452, history.OK)
 			b.rel(1, 453, 454, "a", history.Fail, "-")
 		}},
 		{name: "a write asked for after the validity ended is a client bug, paused at after-check or not", kind: KindUsedAfterValidity, build: func(b *hb) {
 			b.acqValid(1, 0, 1, "a", 100)
-			pauseAt(b, "after-check", 151, 450)
+			b.pauseAt("after-check", 151, 450)
 			b.use(1, true, 150, 450, history.OK)
 			b.rel(1, 451, 452, "a", history.Fail, "-")
 		}},
 		{name: "a pause at after-check of an earlier write does not excuse a later one", kind: KindUsedAfterValidity, build: func(b *hb) {
 			b.acqValid(1, 0, 1, "a", 100)
-			pauseAt(b, "after-check", 10, 20)
+			b.pauseAt("after-check", 10, 20)
 			b.use(1, true, 9, 20, history.OK)
 			b.use(1, true, 400, 401, history.OK)
 			b.rel(1, 453, 454, "a", history.Fail, "-")

@@ -94,32 +94,18 @@ func (s *sweep) failsAt(set []int32, x int32) bool {
 }
 
 // shrink removes from set (sorted) the operations without which x still is
-// the first that cannot be placed: chunks of halving size, oldest first.
+// the first that cannot be placed (minimize: ddmin, then one at a time),
+// x always kept.
 func (s *sweep) shrink(set []int32, x int32, deadline time.Time) []int32 {
-	for n := max(len(set)/2, 1); ; n /= 2 {
-		for i := 0; i < len(set); {
-			if time.Now().After(deadline) {
-				return set
-			}
-			j := min(i+n, len(set))
-			trial := make([]int32, 0, len(set))
-			trial = append(trial, set[:i]...)
-			for _, k := range set[i:j] {
-				if k == x {
-					trial = append(trial, k)
-				}
-			}
-			trial = append(trial, set[j:]...)
-			if len(trial) < len(set) && s.failsAt(trial, x) {
-				set = trial
-				continue
-			}
-			i = j
-		}
-		if n == 1 {
-			return set
-		}
-	}
+	others := slices.DeleteFunc(slices.Clone(set), func(i int32) bool { return i == x })
+	r := minimize(others, func(kept []int32) bool {
+		trial := append(slices.Clone(kept), x)
+		slices.Sort(trial)
+		return s.failsAt(trial, x)
+	}, deadline, nil)
+	out := append(r.kept, x)
+	slices.Sort(out)
+	return out
 }
 
 // anomaly describes the first operation that cannot be placed, the lock's

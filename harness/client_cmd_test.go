@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/local"
+	"github.com/locktest/locktest/history"
 )
 
 // python returns Debian's python3 with the module mod, or skips (fails under
@@ -131,6 +133,28 @@ func TestBrokenClients(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A client that misbehaves mid-run ends the faults at once: the run is
+// aborted long before its time limit (the pause fault, waiting for a
+// grant that never comes, would otherwise wait the whole limit out), the
+// history says why, and nothing is left behind.
+func TestAbortedRunEndsItsFaults(t *testing.T) {
+	needServer(t)
+	o := clientCmdOptions(t, example(t, "broken/wrong-ids.sh"), "redis", "pause", 410)
+	o.OpTimeout = 200 * time.Millisecond
+	o.TimeLimit = 2 * time.Minute
+	start := time.Now()
+	out, err := Run(context.Background(), o)
+	took := time.Since(start)
+	require.ErrorContains(t, err, "run aborted")
+	require.ErrorContains(t, err, "with the id 999")
+	require.Less(t, took, o.TimeLimit/2, "the faults went on after the workload failed")
+	require.NotNil(t, out)
+	h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(h.Ended, "harness error: "), "run-end: %q", h.Ended)
+	assertNothingLeft(t, out.Dir)
 }
 
 // A client program whose ready message says its lock never reads its own

@@ -13,10 +13,13 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/local"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/proxy"
 	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/runstate"
@@ -345,18 +348,9 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 	info := r.runInfo(base)
 	rec.RecordAt(history.Event{Type: history.Run, Info: info}, 0)
 
-	wl := workloads.NewRunner(workloads.Config{
-		Clients: o.Clients, Argv: r.argv, Hello: r.hello,
-		Hold: o.Hold, Think: o.Think, Seed: o.Seed, Dir: r.dir,
-		ReplyLimit: replyLimit(o), StartLimit: 10 * time.Second,
-		ClientHost: clientHost(r.network),
-		Tracker:    r.tracker, Recorder: rec, Resource: workloads.NewResource(0, o.Fence),
-		Reentrant: r.plan.Scheme.Reentrant, ReadWrite: r.plan.Scheme.ReadWrite,
-	})
-	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
-		Wait:   o.Wait, // with --wait, pause freezes waiters too (locks.PointWaiting)
-		Replay: r.plan.Replay}
-	procs, err := wl.Start()
+	links := r.makeProxies()
+	wl, procs, err := r.startClients(rec, links)
+	env := r.faultEnv(rec, wl, links)
 	if err != nil {
 		rec.Record(history.Event{Type: history.RunEnd, Detail: "harness error: " + err.Error()}, nil)
 		return driven{}, errors.Join(err, r.writeSchedule(env))
@@ -376,20 +370,7 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 			stopNow()
 		}
 	})
-	nemErr := make(chan error, 1)
-	go func() {
-		err := nemesis.RunAll(stop, env, r.plan.Nemeses)
-		if err != nil {
-			stopNow() // a fault that failed: the run is aborted now
-		}
-		nemErr <- err
-	}()
-	if !o.Quiet {
-		go progress(stop, r.out, rec, o.TimeLimit)
-	}
-	wlErr := wl.Run(ctx, stop, procs)
-	stopNow()
-	nErr := <-nemErr
+	wlErr, nErr := r.sideBySide(ctx, stop, stopNow, rec, wl, procs, env)
 	if err := r.writeSchedule(env); err != nil {
 		nErr = errors.Join(nErr, fmt.Errorf("write %s: %w", nemesis.ScheduleFile, err))
 	}
@@ -412,6 +393,55 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 		return driven{outcome: &Outcome{Dir: r.dir}}, fmt.Errorf("run aborted (history kept in %s): %w", r.dir, errors.Join(wlErr, nErr))
 	}
 	return d, nil
+}
+
+// startClients starts the run's client processes, recording into rec.
+func (r *run) startClients(rec *history.Recorder, links *proxy.Set) (*workloads.Runner, []*workloads.Process, error) {
+	o := r.o
+	wl := workloads.NewRunner(workloads.Config{
+		Clients: o.Clients, Argv: r.argv, Hello: r.hello,
+		Hold: o.Hold, Think: o.Think, Seed: o.Seed, Dir: r.dir,
+		ReplyLimit: replyLimit(o), StartLimit: 10 * time.Second,
+		ClientHost: proxiedHost(r.network, links),
+		Tracker:    r.tracker, Recorder: rec, Resource: workloads.NewResource(0, o.Fence),
+		Reentrant: r.plan.Scheme.Reentrant, ReadWrite: r.plan.Scheme.ReadWrite,
+	})
+	procs, err := wl.Start()
+	return wl, procs, err
+}
+
+// faultEnv is what the run's faults act on: its cluster, its clients
+// (wl), its link proxies (links, nil without), the faults' settings and,
+// in a replay, the schedule replayed (r.plan.Replay).
+func (r *run) faultEnv(rec *history.Recorder, wl *workloads.Runner, links *proxy.Set) *nemesis.Env {
+	o := r.o
+	return &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
+		Settings: r.plan.Settings, Links: links, Replay: r.plan.Replay,
+		Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
+}
+
+// sideBySide runs the workload, the faults and the progress lines side by
+// side until stop (the time limit, or stopNow): the first error (a fault
+// that failed, a client that misbehaved) ends the others at once, and the
+// run is aborted; the workload's end ends the faults. ctx is the
+// interrupt. It returns both errors, for the record.
+func (r *run) sideBySide(ctx, stop context.Context, stopNow func(), rec *history.Recorder, wl *workloads.Runner, procs []*workloads.Process, env *nemesis.Env) (wlErr, nErr error) {
+	o := r.o
+	g, gctx := errgroup.WithContext(stop)
+	g.Go(func() error {
+		nErr = nemesis.RunAll(gctx, env, r.plan.Nemeses)
+		return nErr
+	})
+	g.Go(func() error {
+		defer stopNow()
+		wlErr = wl.Run(ctx, gctx, procs)
+		return wlErr
+	})
+	if !o.Quiet {
+		g.Go(func() error { progress(gctx, r.out, rec, o.TimeLimit); return nil })
+	}
+	_ = g.Wait() // wlErr and nErr, both
+	return wlErr, nErr
 }
 
 // finish checks the history, writes the reports and says what the online

@@ -99,7 +99,7 @@ var clientFaults = []string{"none", "pause", "crash-client", "clock-client"}
 // and options that do not validate.
 func PoolKey(o Options) string {
 	s, ok := locks.Lookup(o.Lock)
-	if !ok || o.Cluster != "local" || o.ClientCmd != "" {
+	if !ok || o.Cluster != string(clusters.Local) || o.ClientCmd != "" {
 		return ""
 	}
 	ns, _, err := nemesis.Parse(o.Nemesis)
@@ -162,7 +162,7 @@ type poolBackend struct {
 	reuse bool
 }
 
-func (b poolBackend) Name() string { return "local" }
+func (b poolBackend) Name() string { return string(clusters.Local) }
 
 // Start hands the run a healthy cluster of its key, started now or kept
 // from an earlier run.

@@ -112,9 +112,9 @@ func firstToken(t *testing.T, runDir string) int64 {
 	h, err := history.Load(filepath.Join(runDir, "history.jsonl"))
 	require.NoError(t, err)
 	low := int64(-1)
-	for _, e := range h.Events {
-		if e.Type == history.OK && e.Op == history.Acquire && e.Token != nil && (low < 0 || *e.Token < low) {
-			low = *e.Token
+	for _, op := range h.Ops {
+		if op.Type == history.OK && op.Op == history.Acquire && op.Token != nil && (low < 0 || *op.Token < low) {
+			low = *op.Token
 		}
 	}
 	require.Positive(t, low, "no fenced acquire in %s", runDir)

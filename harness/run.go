@@ -148,7 +148,8 @@ func usage(format string, a ...any) error { return UsageError{fmt.Errorf(format,
 type Plan struct {
 	Scheme   locks.Scheme
 	Nemeses  []nemesis.Nemesis
-	Names    []string // the faults' names, as --nemesis gave them
+	Names    []string         // the faults' names, as --nemesis gave them
+	Settings nemesis.Settings // the faults' --param settings, parsed
 	Topology string
 	Backend  clusters.BackendInfo
 	// Machine is what this machine can do, probed (or Options.Machine).
@@ -225,21 +226,25 @@ func (o *Options) Validate() (Plan, error) {
 	if err := o.validateParams(s, p.Topology, names); err != nil {
 		return Plan{}, err
 	}
-	if err := o.validatePoints(s); err != nil {
+	if p.Settings, err = nemesis.ParseSettings(o.Params); err != nil {
+		return Plan{}, UsageError{err}
+	}
+	if err := o.validatePoints(s, p.Settings); err != nil {
 		return Plan{}, err
 	}
 	return p, nil
 }
 
-// validatePoints checks --param pause-at and crash-at: known points of the
-// scheme, or after-grant. A --client-cmd run's points are the program's,
-// known only once it runs: a point it does not declare is never struck.
-func (o *Options) validatePoints(s locks.Scheme) error {
-	for _, key := range []string{"pause-at", "crash-at"} {
-		points, err := nemesis.ParsePoints(o.Params[key])
-		if err != nil {
-			return usage("--param %s: %v", key, err)
-		}
+// validatePoints checks --param pause-at and crash-at (parsed in st):
+// known points of the scheme, or after-grant. A --client-cmd run's points
+// are the program's, known only once it runs: a point it does not declare
+// is never struck.
+func (o *Options) validatePoints(s locks.Scheme, st nemesis.Settings) error {
+	for _, aim := range []struct {
+		key    string
+		points []string
+	}{{"pause-at", st.PauseAt}, {"crash-at", st.CrashAt}} {
+		key, points := aim.key, aim.points
 		if o.ClientCmd != "" {
 			// The waiter point is the controller's own, known now.
 			if slices.Contains(points, locks.PointWaiting) && (key != "pause-at" || !o.Wait) {
@@ -332,7 +337,7 @@ func (o *Options) validateParams(s locks.Scheme, topology string, nemeses []stri
 		case isFault:
 			f, _ := nemesis.ParamFault(k)
 			verb := "sets"
-			if f != k {
+			if info, _ := nemesis.Lookup(f); info.Aim == k {
 				verb = "aims"
 			}
 			return usage("--param %s %s the %s fault, which this run does not inject (--nemesis %s)", k, verb, f, strings.Join(nemeses, ","))
@@ -442,6 +447,10 @@ func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool)
 		h = &history.History{}
 	}
 	res := checker.CheckContext(ctx, h, checker.DefaultOptions())
+	witnessed, err := writeWitnesses(ctx, dir, h, &res)
+	if err != nil {
+		return nil, err
+	}
 	if err := reports.WriteResultsJSON(filepath.Join(dir, "results.json"), &res); err != nil {
 		return nil, err
 	}
@@ -458,6 +467,12 @@ func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool)
 	if out != nil {
 		reports.WriteSummary(out, h, &res, isTerminal(out) && !quiet)
 		fmt.Fprintf(out, "report: %s\n", filepath.Join(dir, "report.html"))
+		if witnessed != "" {
+			fmt.Fprintln(out, witnessed)
+		}
+		if cmd := reports.ShrinkCommand(dir); cmd != "" && res.Verdict == checker.Unsafe {
+			fmt.Fprintf(out, "shrink this run: %s\n", cmd)
+		}
 	}
 	return &res, nil
 }

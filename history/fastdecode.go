@@ -11,8 +11,9 @@ import (
 // escape in a string, a key it does not know exactly, a number that is not
 // a plain integer, malformed JSON), and Parse then asks encoding/json,
 // which decides. Where it reports true, e is what json.Unmarshal gives
-// (FuzzDecodeEvent, TestDecodeEventFast).
-func decodeEventFast(b []byte, e *Event) bool {
+// (FuzzDecodeEvent, TestDecodeEventFast). Strings that repeat (owners,
+// reasons, errors) come from in, when not nil, shared.
+func decodeEventFast(b []byte, e *Event, in *interner) bool {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
@@ -31,7 +32,7 @@ func decodeEventFast(b []byte, e *Event) bool {
 			return false
 		}
 		i = skipSpace(b, i+1)
-		if i, ok = decodeField(b, i, key, e); !ok {
+		if i, ok = decodeField(b, i, key, e, in); !ok {
 			return false
 		}
 		i = skipSpace(b, i)
@@ -51,7 +52,7 @@ func decodeEventFast(b []byte, e *Event) bool {
 
 // decodeField decodes the value at b[i:] into e's field named key (e is
 // discarded when it reports false).
-func decodeField(b []byte, i int, key []byte, e *Event) (int, bool) {
+func decodeField(b []byte, i int, key []byte, e *Event, in *interner) (int, bool) {
 	num := func(dst *int64) bool {
 		var ok bool
 		*dst, i, ok = plainInt(b, i)
@@ -60,6 +61,11 @@ func decodeField(b []byte, i int, key []byte, e *Event) (int, bool) {
 	str := func(dst *string) bool {
 		v, j, ok := plainString(b, i)
 		*dst, i = string(v), j
+		return ok
+	}
+	shared := func(dst *string, intern func([]byte) string) bool {
+		v, j, ok := plainString(b, i)
+		*dst, i = intern(v), j
 		return ok
 	}
 	var n int64
@@ -101,15 +107,15 @@ func decodeField(b []byte, i int, key []byte, e *Event) (int, bool) {
 		v, i, ok = plainString(b, i)
 		e.Op = Op(internOp(v))
 	case "owner":
-		ok = str(&e.Owner)
+		ok = shared(&e.Owner, in.owner)
 	case "removed":
-		ok = str(&e.Removed)
+		ok = shared(&e.Removed, in.word)
 	case "reason":
-		ok = str(&e.Reason)
+		ok = shared(&e.Reason, in.word)
 	case "error":
-		ok = str(&e.Error)
+		ok = shared(&e.Error, in.word)
 	case "mode":
-		ok = str(&e.Mode)
+		ok = shared(&e.Mode, in.word)
 	case "fault":
 		ok = str(&e.Fault)
 	case "target":
@@ -124,6 +130,56 @@ func decodeField(b []byte, i int, key []byte, e *Event) (int, bool) {
 		ok = str(&e.Detail)
 	}
 	return i, ok
+}
+
+// interner shares the strings of a history that repeat: the reasons,
+// errors and modes of answers (a few values, on most operations), kept in
+// a table of at most maxVocabulary of them, and the owners an acquire's
+// answer and then its release both carry, kept in a small table of the
+// latest ones (recentOwners, by hash). A nil interner shares none.
+type interner struct {
+	vocabulary map[string]string
+	owners     [recentOwners]string
+}
+
+const (
+	maxVocabulary = 1 << 12
+	recentOwners  = 1 << 10
+)
+
+// word returns b as a string of the vocabulary.
+func (in *interner) word(b []byte) string {
+	if in == nil {
+		return string(b)
+	}
+	if s, ok := in.vocabulary[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if in.vocabulary == nil {
+		in.vocabulary = map[string]string{}
+	}
+	if len(in.vocabulary) < maxVocabulary {
+		in.vocabulary[s] = s
+	}
+	return s
+}
+
+// owner returns b as a string, the same as the last owner of its hash.
+func (in *interner) owner(b []byte) string {
+	if in == nil || len(b) == 0 {
+		return string(b)
+	}
+	h := uint32(2166136261) // FNV-1a
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &in.owners[h%recentOwners]
+	if *slot == string(b) {
+		return *slot
+	}
+	*slot = string(b)
+	return *slot
 }
 
 // internType and internOp return the constant for a known value, so that

@@ -5,27 +5,40 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
 
 // checkFast asserts that decodeEventFast either declines line or decodes
-// it exactly as encoding/json does, and declines whatever json rejects.
+// it exactly as encoding/json does, and declines whatever json rejects,
+// with and without sharing strings (through sharedStrings, which has seen
+// the lines checked before).
 func checkFast(t *testing.T, line []byte) bool {
 	t.Helper()
-	var want, got Event
+	var want, got, shared Event
 	werr := json.Unmarshal(line, &want)
-	ok := decodeEventFast(line, &got)
+	ok := decodeEventFast(line, &got, nil)
+	sharedMu.Lock()
+	okShared := decodeEventFast(line, &shared, &sharedStrings)
+	sharedMu.Unlock()
+	require.Equal(t, ok, okShared, "line %q", line)
 	if werr != nil {
 		require.False(t, ok, "fast path accepted what encoding/json rejects: %q (%v)", line, werr)
 		return false
 	}
 	if ok {
 		require.Equal(t, want, got, "line %q", line)
+		require.Equal(t, want, shared, "line %q, strings shared", line)
 	}
 	return ok
 }
+
+var (
+	sharedMu      sync.Mutex
+	sharedStrings interner
+)
 
 func TestDecodeEventFast(t *testing.T) {
 	for _, c := range []struct {
@@ -107,4 +120,32 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkFast(t, b)
 	})
+}
+
+// TestLeadingTime: the time read from a line's start is the one the line
+// decodes to, and only lines in the recorder's shape are read that way.
+func TestLeadingTime(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		time int64
+		ok   bool
+	}{
+		{`{"seq":3,"time":97791025,"type":"invoke","client":41}`, 97791025, true},
+		{`{"seq":0,"time":0,"type":"run","info":{"time":5}}`, 0, true},
+		{`{"seq":3,"time":-7,"type":"note"}`, -7, true},
+		{`{"time":5,"seq":3}`, 0, false},
+		{`{"seq":3, "time":5}`, 0, false},
+		{`{"seq":3,"time":5.5}`, 0, false},
+		{`{"seq":3,"time":"5"}`, 0, false},
+		{`{"seq":3`, 0, false},
+	} {
+		got, ok := leadingTime([]byte(c.line))
+		require.Equal(t, c.ok, ok, c.line)
+		if ok {
+			require.Equal(t, c.time, got, c.line)
+			var e Event
+			require.NoError(t, json.Unmarshal([]byte(c.line), &e))
+			require.Equal(t, e.Time, got, c.line)
+		}
+	}
 }

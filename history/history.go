@@ -116,10 +116,14 @@ type Event struct {
 	Nodes []string `json:"nodes,omitempty"`
 	// Valid, for an acquire ok from a client that checks its lease: how
 	// long (ns) after this event the client still considers it valid.
-	Valid   int64  `json:"valid,omitempty"`
-	Reason  string `json:"reason,omitempty"`  // for Fail: one of the Reason constants
-	Error   string `json:"error,omitempty"`   // error text for Fail and Info
-	Latency int64  `json:"latency,omitempty"` // completions: ns since the invocation
+	Valid  int64  `json:"valid,omitempty"`
+	Reason string `json:"reason,omitempty"` // for Fail: one of the Reason constants
+	Error  string `json:"error,omitempty"`  // error text for Fail and Info
+	// Latency, on a completion: ns since the invocation. On the start of
+	// a link fault that delays the answers (delay, slow-node): the least
+	// time (ns) each answer crossing the links it struck was held back
+	// (the delay less its jitter), until its end.
+	Latency int64 `json:"latency,omitempty"`
 
 	// Mode, for an acquire of a read-write lock: ModeRead (shared) or
 	// ModeWrite (exclusive); empty for an exclusive lock.
@@ -172,6 +176,23 @@ type Traits struct {
 	// or, with Renews, TTL after the last heartbeat the server heard,
 	// which the client sends every TTL/3 from before it acquires.
 	Session bool `json:"session,omitempty"`
+	// OwnClock: the client reads its own clock to decide that it still
+	// holds the lock, so a fault on that clock (clock-client) can matter
+	// to it. Optional: nil, as in histories and ready messages from before
+	// it, means ChecksValidity; read it with ReadsOwnClock. A client may
+	// check its validity without its clock: zk-strict hears from
+	// ZooKeeper's events (SUSPENDED, an expired session) that it lost the
+	// lock, and says false.
+	OwnClock *bool `json:"reads_own_clock,omitempty"`
+}
+
+// ReadsOwnClock reports whether the client reads its own clock: OwnClock
+// when declared, else ChecksValidity (what it meant before OwnClock).
+func (t Traits) ReadsOwnClock() bool {
+	if t.OwnClock != nil {
+		return *t.OwnClock
+	}
+	return t.ChecksValidity
 }
 
 // RunInfo is the header of a history: everything needed to check it again.
@@ -267,6 +288,9 @@ const EndedInterrupted = "interrupted"
 
 // Int64 returns a pointer to v, for the optional fields of Event.
 func Int64(v int64) *int64 { return &v }
+
+// Bool returns a pointer to v, for the optional fields of Traits.
+func Bool(v bool) *bool { return &v }
 
 // IsCompletion reports whether t completes an operation.
 func (t Type) IsCompletion() bool { return t == OK || t == Fail || t == Info }

@@ -8,8 +8,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sort"
-	"strings"
 )
 
 // Never is the Return time of an operation that never completed or whose
@@ -18,7 +16,10 @@ const Never = int64(math.MaxInt64)
 
 // History is a parsed history file.
 type History struct {
-	Info      RunInfo
+	Info RunInfo
+	// Events are the history's events in file order: every one, or, in a
+	// Lean history, only those of no operation (header, run end, faults,
+	// client lives, notes); EventsWithin gives them all in a time span.
 	Events    []Event
 	Ops       []Operation // client operations in order of invocation
 	Faults    []Fault     // faults in order of start
@@ -26,6 +27,10 @@ type History struct {
 	End       int64       // time of the last event
 	Truncated bool        // the file had no run-end event, or a torn last line
 	Ended     string      // Detail of the run-end event
+	// Lean: Events leaves out the events of operations (Load), which
+	// EventsWithin reads back from Source, the file loaded.
+	Lean   bool
+	Source string
 }
 
 // Operation is an invocation paired with its completion.
@@ -67,7 +72,22 @@ type Fault struct {
 	// Failed: the fault never took effect (its end says "failed: ..."):
 	// it struck nothing.
 	Failed bool
+	// Held, for a link fault that delays the answers: each answer that
+	// crossed its links between Start and End was held back at least this
+	// long (ns; Event.Latency on its start); 0 for any other fault.
+	Held int64
 }
+
+// Proxied is the nemesis that injects no fault but runs every client-server
+// link through a proxy (the baseline of the network-speed faults): like
+// "none", a run under it is not expected to strike anything.
+const Proxied = "proxied"
+
+// AimInFlight starts the detail of a link fault aimed at an acquire in
+// flight (its client's links struck as it sent the acquire: "in-flight:
+// delay 1.8s on the answers for 4.1s"), as "lost-reply" starts a
+// partition's aimed at one.
+const AimInFlight = "in-flight"
 
 // Client is one client process's life.
 type Client struct {
@@ -78,56 +98,72 @@ type Client struct {
 	Detail string
 }
 
-// Load reads and parses a history file.
+// Load reads a history file in one streaming pass and keeps what the
+// checks need: the operations (Ops, decoded once) and the events of no
+// operation (Events: the header, the run's end, faults, client lives,
+// notes), not the two events of every operation, which EventsWithin reads
+// back from the file when a page shows them (Lean, Source).
 func Load(path string) (*History, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open history: %w", err)
 	}
 	defer f.Close()
-	h, err := Parse(f)
+	var size int64
+	if st, err := f.Stat(); err == nil {
+		size = st.Size()
+	}
+	h, err := parse(f, keepNonOperation, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	h.Source = path
 	return h, nil
 }
 
 // ErrNoHeader is returned for a history whose first event is not "run".
 var ErrNoHeader = errors.New("history has no run header")
 
-// Parse reads a history from r. A torn last line (a crash while writing) is
-// dropped and the history marked Truncated; a bad line elsewhere is an error.
+// Parse reads a history from r, keeping every event. A torn last line (a
+// crash while writing) is dropped and the history marked Truncated; a bad
+// line elsewhere is an error.
 func Parse(r io.Reader) (*History, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
-	var events []Event
-	var bad error
+	return parse(r, keepAll, 0)
+}
+
+// parse reads a history from r, keeping the events keep says; size, when known, is the size of the file, from which
+// it reserves room for the operations.
+func parse(r io.Reader, keep keptEvents, size int64) (*History, error) {
+	sc := lineScanner(r)
+	b := builder{keep: keep, opsHint: int(size / bytesPerOpHint)}
+	var in interner
+	var bad, built error // the first undecodable line; the first event that does not fit
 	line := 0
+	var e Event // one, reused: it escapes (json.Unmarshal)
 	for sc.Scan() {
 		line++
 		if bad != nil {
 			return nil, bad
 		}
-		b := sc.Bytes()
-		if len(b) == 0 {
+		raw := sc.Bytes()
+		if len(raw) == 0 {
 			continue
 		}
-		var e Event
-		if decodeEventFast(b, &e) {
-			events = append(events, e)
-			continue
-		}
-		e = Event{}
-		if err := json.Unmarshal(b, &e); err != nil {
+		if err := decodeLine(raw, &e, &in); err != nil {
 			bad = fmt.Errorf("line %d: %w", line, err)
 			continue
 		}
-		events = append(events, e)
+		if built == nil {
+			built = b.add(&e)
+		}
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read history: %w", err)
 	}
-	h, err := FromEvents(events)
+	if built != nil {
+		return nil, built
+	}
+	h, err := b.finish()
 	if err != nil {
 		return nil, err
 	}
@@ -137,85 +173,43 @@ func Parse(r io.Reader) (*History, error) {
 	return h, nil
 }
 
-// FromEvents builds a History from events in file order.
+// lineScanner reads a history's lines, up to 16 MiB each.
+func lineScanner(r io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	return sc
+}
+
+// decodeLine decodes one line into e, on the fast path where it can
+// (decodeEventFast), else with encoding/json.
+func decodeLine(raw []byte, e *Event, in *interner) error {
+	*e = Event{}
+	if decodeEventFast(raw, e, in) {
+		return nil
+	}
+	*e = Event{}
+	return json.Unmarshal(raw, e)
+}
+
+// bytesPerOpHint is fewer bytes than an operation's two lines take in a
+// recorded history (130 or more): Load reserves room for the operations of
+// a file from its size, and the pages of the room left unused are never
+// touched.
+const bytesPerOpHint = 192
+
+// FromEvents builds a History from events in file order, keeping them all.
 func FromEvents(events []Event) (*History, error) {
-	if len(events) == 0 || events[0].Type != Run || events[0].Info == nil {
-		return nil, ErrNoHeader
-	}
-	h := &History{Info: *events[0].Info, Events: events, Truncated: true}
-	open := map[int64]int{}   // OpID -> index in Ops
-	faults := map[int64]int{} // FaultID -> index in Faults
-	clients := map[int]int{}  // client -> index in Clients
-	for _, e := range events {
-		if e.Time > h.End {
-			h.End = e.Time
-		}
-		switch e.Type {
-		case RunEnd:
-			h.Truncated = false
-			h.Ended = e.Detail
-		case Invoke:
-			if _, dup := open[e.OpID]; dup {
-				return nil, fmt.Errorf("event %d: operation %d invoked twice", e.Seq, e.OpID)
-			}
-			if e.Client < 1 {
-				return nil, fmt.Errorf("event %d: operation %d invoked by client %d (clients are numbered from 1)", e.Seq, e.OpID, e.Client)
-			}
-			open[e.OpID] = len(h.Ops)
-			h.Ops = append(h.Ops, Operation{
-				Client: e.Client, Op: e.Op, OpID: e.OpID, Call: e.Time,
-				Return: Never, Completed: Never, Type: Info, ValidUntil: Never,
-				Owner: e.Owner, Token: e.Token, Value: e.Value, Mode: e.Mode,
-				Index: len(h.Ops),
-			})
-		case OK, Fail, Info:
-			i, ok := open[e.OpID]
-			if !ok {
-				return nil, fmt.Errorf("event %d: completion of unknown operation %d", e.Seq, e.OpID)
-			}
-			delete(open, e.OpID)
-			o := &h.Ops[i]
-			o.Type = e.Type
-			o.Completed = e.Time
-			if e.Type != Info {
-				o.Return = e.Time
-			}
-			if e.Owner != "" {
-				o.Owner = e.Owner
-			}
-			if e.Token != nil {
-				o.Token = e.Token
-			}
-			if e.Value != nil {
-				o.Value = e.Value
-			}
-			o.Prev = e.Prev
-			o.Removed = e.Removed
-			o.Nodes = e.Nodes
-			if e.Valid > 0 {
-				o.ValidUntil = e.Time + e.Valid
-			}
-			o.Reason = e.Reason
-			o.Error = e.Error
-		case FaultStart:
-			faults[e.FaultID] = len(h.Faults)
-			h.Faults = append(h.Faults, Fault{ID: e.FaultID, Name: e.Fault, Target: e.Target, Client: e.Client, Point: e.Point, Detail: e.Detail, Start: e.Time, End: Never})
-		case FaultEnd:
-			if i, ok := faults[e.FaultID]; ok && h.Faults[i].End == Never {
-				h.Faults[i].End = e.Time
-				h.Faults[i].Failed = strings.HasPrefix(e.Detail, "failed")
-			}
-		case ClientStart:
-			clients[e.Client] = len(h.Clients)
-			h.Clients = append(h.Clients, Client{ID: e.Client, PID: e.PID, Start: e.Time, End: Never})
-		case ClientExit:
-			if i, ok := clients[e.Client]; ok {
-				h.Clients[i].End = e.Time
-				h.Clients[i].Detail = e.Detail
-			}
+	b := builder{keep: keepNone, opsHint: len(events) / 2}
+	for i := range events {
+		if err := b.add(&events[i]); err != nil {
+			return nil, err
 		}
 	}
-	sort.SliceStable(h.Faults, func(i, j int) bool { return h.Faults[i].Start < h.Faults[j].Start })
+	h, err := b.finish()
+	if err != nil {
+		return nil, err
+	}
+	h.Events = events
 	return h, nil
 }
 

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,4 +27,34 @@ func TestFromEventsRejects(t *testing.T) {
 	h, err := FromEvents([]Event{header, {Seq: 2, Type: Invoke, Client: 1, OpID: 1, Op: Acquire}, {Seq: 3, Type: OK, Client: 1, OpID: 1, Time: 5}})
 	require.NoError(t, err)
 	require.Len(t, h.Ops, 1)
+}
+
+// TestWindowWholeOperations: Window keeps whole operations inside its
+// spans (and every event of no operation), the same from a lean history
+// (events read back from the file) as from one read whole.
+func TestWindowWholeOperations(t *testing.T) {
+	files, err := filepath.Glob("../checker/testdata/*.jsonl")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		lean, err := Load(f)
+		if err != nil {
+			continue // the testdata's malformed histories
+		}
+		whole, err := lean.Whole()
+		require.NoError(t, err)
+		mid := lean.End / 2
+		spans := []Span{{From: 0, To: mid / 2}, {From: mid, To: Never}}
+		a, err := lean.Window(spans)
+		require.NoError(t, err, f)
+		b, err := whole.Window(spans)
+		require.NoError(t, err, f)
+		require.Equal(t, b.Events, a.Events, f)
+		require.Equal(t, lean.OpsWithin(spans), len(a.Ops), f)
+		for _, o := range a.Ops {
+			in := func(t int64) bool { return spans[0].contains(t) || spans[1].contains(t) }
+			require.True(t, in(o.Call) && (o.Completed == Never || in(o.Completed)), "%s: op %d lies in a span", f, o.OpID)
+		}
+		require.Equal(t, len(lean.Faults), len(a.Faults), "%s: every fault kept", f)
+	}
 }

@@ -35,3 +35,33 @@ func TestRunInfoTraitsRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+// ReadsOwnClock is OwnClock where a scheme, a ready message or a history
+// declares it, and ChecksValidity where it does not (its meaning before
+// OwnClock existed); a history that declares it keeps it when read.
+func TestReadsOwnClock(t *testing.T) {
+	cases := []struct {
+		name string
+		line string // a run record's info
+		want bool
+	}{
+		{"old history, checks validity", `{"lock":"redlock","lease":true,"checks_validity":true}`, true},
+		{"old history, no validity check", `{"lock":"redis-lua","lease":true}`, false},
+		{"validity from the server's events", `{"lock":"zk-strict","lease":true,"checks_validity":true,"reads_own_clock":false}`, false},
+		{"declared reading its clock", `{"lock":"redlock","lease":true,"checks_validity":true,"reads_own_clock":true}`, true},
+		{"reads its clock without a validity check", `{"lock":"x","lease":true,"reads_own_clock":true}`, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var info RunInfo
+			require.NoError(t, json.Unmarshal([]byte(tc.line), &info))
+			require.Equal(t, tc.want, info.ReadsOwnClock())
+			b, err := json.Marshal(info)
+			require.NoError(t, err)
+			var again RunInfo
+			require.NoError(t, json.Unmarshal(b, &again))
+			require.Equal(t, info.OwnClock, again.OwnClock)
+			require.Equal(t, tc.want, again.ReadsOwnClock())
+		})
+	}
+}

@@ -12,6 +12,26 @@ import (
 	"github.com/locktest/locktest/locks"
 )
 
+// benchCycles times b.N acquire+release cycles of l, one after the other,
+// and reports them as cycles/s, which it returns.
+func benchCycles(b *testing.B, ctx context.Context, l locks.Lock) float64 {
+	b.Helper()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		le, err := l.Acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := l.Release(ctx, le); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cycles := float64(b.N) / time.Since(start).Seconds()
+	b.ReportMetric(cycles, "cycles/s")
+	return cycles
+}
+
 // BenchmarkAcquireRelease measures one client's acquire+release cycle on a
 // local redis-server, for every scheme, and runs redis-benchmark (GET/SET,
 // one connection, no pipelining) against the same server in the same run:
@@ -33,20 +53,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				name += "/fenced"
 			}
 			b.Run(name, func(b *testing.B) {
-				l := newLock(b, s, addr, 1, 10*time.Second, fence)
-				b.ResetTimer()
-				start := time.Now()
-				for i := 0; i < b.N; i++ {
-					le, err := l.Acquire(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := l.Release(ctx, le); err != nil {
-						b.Fatal(err)
-					}
-				}
-				cycles := float64(b.N) / time.Since(start).Seconds()
-				b.ReportMetric(cycles, "cycles/s")
+				cycles := benchCycles(b, ctx, newLock(b, s, addr, 1, 10*time.Second, fence))
 				if rb > 0 {
 					b.ReportMetric(rb, "redis-benchmark-req/s")
 					trips := 2.0

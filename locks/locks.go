@@ -138,8 +138,8 @@ type Scheme struct {
 	// --topology (the MySQL schemes run on "mysql-replicated" too).
 	Topologies []string
 	// Traits are what the lock promises: lease, fencing tokens (--fence),
-	// reentrant, validity checks on its own clock (Lease.ValidUntil),
-	// renewals, a session; the same type a client program's ready message
+	// reentrant, validity checks (Lease.ValidUntil, or a Loser's events),
+	// whether it reads its own clock, renewals, a session; the same type a client program's ready message
 	// and a run's history carry.
 	history.Traits
 	// ReadWrite: the lock has shared (read) and exclusive (write) holders
@@ -167,7 +167,7 @@ var Schemes = []Scheme{
 		Summary: "SET key id NX PX ttl; release Lua compare-and-delete. The textbook single-instance lock."},
 	{Name: "redis-lua-lenient", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true}, New: newLuaLenient,
 		Summary: "SET NX PX; release Lua that returns 1 when the key is not ours, reporting an expired lease as released."},
-	{Name: "redlock", Topology: "redis5", Traits: history.Traits{Lease: true, ChecksValidity: true}, New: newRedlock, Points: []protocol.Point{afterCheck},
+	{Name: "redlock", Topology: "redis5", Traits: history.Traits{Lease: true, ChecksValidity: true, OwnClock: history.Bool(true)}, New: newRedlock, Points: []protocol.Point{afterCheck},
 		Summary: "Redlock over 5 independent masters: majority of SET NX PX within the TTL, validity = TTL - elapsed - drift; no fencing token."},
 	{Name: "redisson", Topology: "redis", Traits: history.Traits{Lease: true, Fencing: true, Reentrant: true, Renews: true}, New: newRedisson,
 		Summary: "Redisson's RLock: hash {uuid:thread: count} by HINCRBY + PEXPIRE in Lua, reentrant; a watchdog renews the lease every TTL/3; unlock publishes, --wait wakes on it."},
@@ -185,7 +185,7 @@ var Schemes = []Scheme{
 		Summary: "GET_LOCK(name, 0) on a pinned connection; release RELEASE_LOCK. The lock lives and dies with the session."},
 	{Name: "zk", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, Reentrant: true, Renews: true, Session: true}, New: newZKMutex,
 		Summary: "Curator InterProcessMutex on ZooKeeper: protected EPHEMERAL_SEQUENTIAL node, lowest sequence holds, waiters watch their predecessor; reentrant. The node dies with the session (timeout = --ttl), but the client keeps believing. Token: the lock node's czxid (the id of the transaction that created it: only grows; --param zk-token=sequence fences with the sequence number)."},
-	{Name: "zk-strict", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, ChecksValidity: true, Reentrant: true, Renews: true, Session: true}, New: newZKStrict, Points: []protocol.Point{afterCheck},
+	{Name: "zk-strict", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, ChecksValidity: true, OwnClock: history.Bool(false), Reentrant: true, Renews: true, Session: true}, New: newZKStrict, Points: []protocol.Point{afterCheck},
 		Summary: "zk, but a connection loss (SUSPENDED), an expired session or 2/3 of the session timeout without word from the server counts as lock lost: the client stops using the resource (Curator tech note)."},
 	{Name: "zk-semaphore", Topology: "zk3", Traits: history.Traits{Lease: true, Fencing: true, Renews: true, Session: true}, New: newZKSemaphore,
 		Summary: "Curator InterProcessSemaphoreMutex: a one-lease semaphore (an internal mutex serializes the lease count); not reentrant."},

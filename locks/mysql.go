@@ -301,6 +301,25 @@ func nextToken(ctx context.Context, c *sql.Conn, key string) (int64, error) {
 	return t, err
 }
 
+// sessionToken takes the fencing token of a session lock just taken on c.
+// When the server refuses it, the lock is given back at once (undo with
+// args: ROLLBACK, RELEASE_LOCK) and the acquire is rejected; if that
+// fails too, or the server never answered, the client holds a lock
+// without a token: indeterminate.
+func sessionToken(ctx context.Context, c *sql.Conn, key, undo string, args ...any) (*int64, error) {
+	t, err := nextToken(ctx, c, key)
+	if err == nil {
+		return &t, nil
+	}
+	if mysqlErrno(err) != 0 {
+		// The server answered: undo, which unlocks.
+		if _, rerr := c.ExecContext(ctx, undo, args...); rerr == nil {
+			return nil, fmt.Errorf("acquire: %w: fencing token: %w", ErrRejected, err)
+		}
+	}
+	return nil, fmt.Errorf("acquire: %w: locked, but no fencing token: %w", ErrIndeterminate, err)
+}
+
 // sessionLock is the state of a scheme whose lock lives in a session: the
 // pinned connection and the owner id of the lease taken on it.
 type sessionLock struct {

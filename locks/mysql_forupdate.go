@@ -80,19 +80,9 @@ func (s *mysqlForUpdate) Acquire(ctx context.Context) (Lease, error) {
 			return sent("acquire: select for update", err)
 		}
 		if s.cfg.Fence {
-			t, err := nextToken(ctx, c, s.cfg.Key)
-			if err != nil {
-				if mysqlErrno(err) != 0 {
-					// The server answered: roll back, which unlocks.
-					if _, rerr := c.ExecContext(ctx, "ROLLBACK"); rerr == nil {
-						return fmt.Errorf("acquire: %w: fencing token: %w", ErrRejected, err)
-					}
-				}
-				return fmt.Errorf("acquire: %w: locked, but no fencing token: %w", ErrIndeterminate, err)
-			}
-			tok = &t
+			tok, err = sessionToken(ctx, c, s.cfg.Key, "ROLLBACK")
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return Lease{}, err

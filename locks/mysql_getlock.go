@@ -53,18 +53,9 @@ func (s *mysqlGetLock) Acquire(ctx context.Context) (Lease, error) {
 			return ErrHeld
 		}
 		if s.cfg.Fence {
-			t, err := nextToken(ctx, c, s.cfg.Key)
-			if err != nil {
-				if mysqlErrno(err) != 0 {
-					if _, rerr := c.ExecContext(ctx, "DO RELEASE_LOCK(?)", s.cfg.Key); rerr == nil {
-						return fmt.Errorf("acquire: %w: fencing token: %w", ErrRejected, err)
-					}
-				}
-				return fmt.Errorf("acquire: %w: locked, but no fencing token: %w", ErrIndeterminate, err)
-			}
-			tok = &t
+			tok, err = sessionToken(ctx, c, s.cfg.Key, "DO RELEASE_LOCK(?)", s.cfg.Key)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return Lease{}, err

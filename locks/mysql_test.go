@@ -307,20 +307,7 @@ func BenchmarkMySQLAcquireRelease(b *testing.B) {
 				name += "/fenced"
 			}
 			b.Run(name, func(b *testing.B) {
-				l := newMySQLLock(b, s, cl.Addrs(), 1, 10*time.Second, fence)
-				b.ResetTimer()
-				start := time.Now()
-				for i := 0; i < b.N; i++ {
-					le, err := l.Acquire(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := l.Release(ctx, le); err != nil {
-						b.Fatal(err)
-					}
-				}
-				cycles := float64(b.N) / time.Since(start).Seconds()
-				b.ReportMetric(cycles, "cycles/s")
+				benchCycles(b, ctx, newMySQLLock(b, s, cl.Addrs(), 1, 10*time.Second, fence))
 				b.ReportMetric(rt, "select1/s")
 			})
 		}

@@ -385,6 +385,21 @@ func (s *zkSession) findAndDelete(dir, guid string) {
 	}
 }
 
+// releaseNode deletes path, the node of a lock the client released and
+// already forgot: a node already gone removed nothing ("-"); a delete that
+// failed is retried in the background (deleteInBackground).
+func (s *zkSession) releaseNode(ctx context.Context, path string) (ReleaseResult, error) {
+	err := s.delete(ctx, path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return ReleaseResult{Removed: "-"}, nil
+	}
+	if err != nil {
+		s.deleteInBackground(path)
+		return ReleaseResult{}, fmt.Errorf("release: %w", err)
+	}
+	return ReleaseResult{}, nil
+}
+
 // deleteInBackground deletes path, trying until it is gone or the session
 // is closed (Curator's guaranteed delete).
 func (s *zkSession) deleteInBackground(path string) {
@@ -681,15 +696,7 @@ func (m *zkMutex) Release(ctx context.Context, _ Lease) (ReleaseResult, error) {
 	// Like Curator, the client forgets the lock whatever the delete
 	// says, and a delete that failed is retried in the background.
 	m.node, m.depth = "", 0
-	err := m.delete(ctx, path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return ReleaseResult{Removed: "-"}, nil
-	}
-	if err != nil {
-		m.deleteInBackground(path)
-		return ReleaseResult{}, fmt.Errorf("release: %w", err)
-	}
-	return ReleaseResult{}, nil
+	return m.releaseNode(ctx, path)
 }
 
 // zkSemaphore is Curator's InterProcessSemaphoreMutex: a semaphore with one
@@ -819,13 +826,5 @@ func (m *zkSemaphore) Release(ctx context.Context, _ Lease) (ReleaseResult, erro
 	}
 	path := m.lease
 	m.lease = ""
-	err := m.delete(ctx, path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return ReleaseResult{Removed: "-"}, nil
-	}
-	if err != nil {
-		m.deleteInBackground(path)
-		return ReleaseResult{}, fmt.Errorf("release: %w", err)
-	}
-	return ReleaseResult{}, nil
+	return m.releaseNode(ctx, path)
 }

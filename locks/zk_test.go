@@ -196,18 +196,7 @@ func BenchmarkZKEtcdAcquireRelease(b *testing.B) {
 				b.Fatal(err)
 			}
 			_, _ = l.Release(ctx, locks.Lease{})
-			b.ResetTimer()
-			start := time.Now()
-			for i := 0; i < b.N; i++ {
-				le, err := l.Acquire(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := l.Release(ctx, le); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
+			benchCycles(b, ctx, l)
 		})
 	}
 }

@@ -185,8 +185,10 @@ func fits(name string, n nemesis.Needs, s locks.Scheme, t clusters.TopologyInfo,
 		return answer(NotApplicable, "the %s fault needs the clock shim, which --cluster %s cannot add to a running stack: use --cluster %s", name, b.Name, clusters.Docker)
 	case n.ClockShim && !t.ClockShim:
 		return answer(NotApplicable, "the %s fault needs the clock shim, which only the Redis and MySQL topologies have; %s has none (ZooKeeper and etcd expire sessions on monotonic clocks)", name, t.Name)
-	case n.OwnClock && !s.ChecksValidity:
-		return answer(NotApplicable, "the %s fault cannot matter to lock %s: %s never reads its own clock (it checks no lease validity)", name, s.Name, s.Name)
+	case n.OwnClock && !s.ReadsOwnClock():
+		return answer(NotApplicable, "the %s fault cannot matter to lock %s: %s never reads its own clock (%s)", name, s.Name, s.Name, clockFreeBecause(s))
+	case n.Proxies && b.Name == clusters.Compose:
+		return answer(NotApplicable, "the %s fault puts a proxy on every client-server link, which --cluster %s does not yet (use --cluster %s or %s)", name, clusters.Compose, clusters.Local, clusters.Docker)
 	case n.IsolatesPrimary && !b.IsolatesPrimary:
 		return answer(NotApplicable, "--param %s runs on --cluster %s only", n.Setting, clusters.Local)
 	case n.IsolatesPrimary && !t.IsolatesPrimary:
@@ -215,6 +217,15 @@ func onMachine(topology string, all nemesis.Needs, b clusters.BackendInfo, m Mac
 		return Answer{Status: Skipped, Err: m.ClockErr}
 	}
 	return Answer{}
+}
+
+// clockFreeBecause says why scheme s, which never reads its own clock,
+// needs none.
+func clockFreeBecause(s locks.Scheme) string {
+	if s.ChecksValidity {
+		return "it learns that it lost the lock from its server, not from its clock"
+	}
+	return "it checks no lease validity"
 }
 
 func isolating() []string {

@@ -53,8 +53,13 @@ func TestApplicable(t *testing.T) {
 		why                  string
 	}{
 		{"baseline", "redis-lua", "", []string{"none"}, nil, matrix.Machine{}, matrix.Applies, ""},
+		{"delay, local", "redis-lua", "", []string{"delay"}, nil, matrix.Machine{}, matrix.Applies, ""},
+		{"delay, not root", "zk", "", []string{"slow-node"}, nil, noRoot, matrix.Skipped, "network faults need root"},
+		{"delay on docker", "redis-lua", "", []string{"pause", "delay"}, nil, matrix.Machine{Cluster: "docker"}, matrix.Applies, ""},
+		{"proxied baseline on compose", "etcd", "", []string{"proxied"}, nil, matrix.Machine{Cluster: "compose"}, matrix.NotApplicable, "the proxied fault puts a proxy on every client-server link, which --cluster compose does not yet"},
 		{"client clock, no validity check", "redis-lua", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.NotApplicable, "redis-lua never reads its own clock"},
 		{"client clock, redlock", "redlock", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.Applies, ""},
+		{"client clock, validity from events", "zk-strict", "", []string{"clock-client"}, nil, matrix.Machine{}, matrix.NotApplicable, "zk-strict never reads its own clock (it learns that it lost the lock from its server"},
 		{"failover, no replica", "mysql-unique", "", []string{"failover"}, nil, matrix.Machine{}, matrix.NotApplicable, "topology mysql has no primary with a replica to fail over"},
 		{"failover, replicated", "mysql-unique", "mysql-replicated", []string{"failover"}, nil, matrix.Machine{}, matrix.Applies, ""},
 		{"clock shim on compose", "redis-lua", "", []string{"clock"}, nil, matrix.Machine{Cluster: "compose"}, matrix.NotApplicable, "--cluster compose cannot add"},
@@ -78,6 +83,34 @@ func TestApplicable(t *testing.T) {
 			require.Equal(t, tc.want, a.Status, a.Reason())
 			require.Contains(t, a.Reason(), tc.why)
 			require.Equal(t, tc.want == matrix.Applies, a.Err == nil)
+		})
+	}
+}
+
+// clock-client applies to the schemes that read their own clock, and to
+// no other: redlock measures its validity on it; zk-strict checks its
+// validity too, but by ZooKeeper's SUSPENDED and expiry events. A new
+// scheme must be added here, saying which it is.
+func TestClockClientAppliesToSchemesThatReadTheirClock(t *testing.T) {
+	readsClock := map[string]bool{
+		"redis-setnx": false, "redis-setnx-expire": false, "redis-del": false, "redis-get-del": false,
+		"redis-lua": false, "redis-lua-lenient": false, "redlock": true, "redisson": false,
+		"redis-sentinel": false, "mysql-optimistic": false, "mysql-for-update": false,
+		"mysql-unique": false, "mysql-unique-expiry": false, "mysql-get-lock": false,
+		"zk": false, "zk-strict": false, "zk-semaphore": false, "zk-rw": false, "etcd": false,
+	}
+	require.Len(t, locks.Schemes, len(readsClock), "every scheme says whether it reads its own clock")
+	for _, s := range locks.Schemes {
+		t.Run(s.Name, func(t *testing.T) {
+			want, ok := readsClock[s.Name]
+			require.True(t, ok, "%s is not in the table", s.Name)
+			a := matrix.Applicable(matrix.Cell{Scheme: s, Faults: []string{"clock-client"}}, matrix.Machine{})
+			if want {
+				require.Equal(t, matrix.Applies, a.Status, a.Reason())
+				return
+			}
+			require.Equal(t, matrix.NotApplicable, a.Status)
+			require.Contains(t, a.Reason(), s.Name+" never reads its own clock")
 		})
 	}
 }

@@ -49,15 +49,8 @@ func ParsePause(s string) (lo, hi float64, err error) {
 }
 
 func (*pause) Run(ctx context.Context, env *Env) error {
-	lo, hi, err := ParsePause(env.Params["pause"])
-	if err != nil {
-		return err
-	}
-	at, err := ParsePoints(env.Params["pause-at"])
-	if err != nil {
-		return err
-	}
-	f := &clientFault{env: env, ctx: ctx, r: rng(env, "pause"), name: "pause", at: at, lo: lo, hi: hi}
+	lo, hi := env.Settings.PauseLengths()
+	f := &clientFault{env: env, ctx: ctx, r: rng(env, "pause"), name: "pause", at: env.Settings.PauseAt, lo: lo, hi: hi}
 	return f.run()
 }
 
@@ -68,11 +61,7 @@ type crashClient struct{}
 func (*crashClient) Name() string { return "crash-client" }
 
 func (*crashClient) Run(ctx context.Context, env *Env) error {
-	at, err := ParsePoints(env.Params["crash-at"])
-	if err != nil {
-		return err
-	}
-	f := &clientFault{env: env, ctx: ctx, r: rng(env, "crash-client"), name: "crash-client", crash: true, at: at}
+	f := &clientFault{env: env, ctx: ctx, r: rng(env, "crash-client"), name: "crash-client", crash: true, at: env.Settings.CrashAt}
 	return f.run()
 }
 

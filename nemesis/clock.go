@@ -49,10 +49,7 @@ func ParseClockDirections(s string) ([]int, error) {
 
 func (*clock) Run(ctx context.Context, env *Env) error {
 	c := &clockRun{env: env, ctx: ctx, r: rng(env, "clock"), nodes: env.Cluster.Nodes(), byAddr: map[string]clusters.Node{}, failed: make(chan struct{})}
-	var err error
-	if c.dirs, err = ParseClockDirections(env.Params["clock"]); err != nil {
-		return err
-	}
+	c.dirs = env.Settings.ClockDirections()
 	for _, n := range c.nodes {
 		if _, ok := n.(clusters.ClockShifter); !ok {
 			return fmt.Errorf("%s cannot shift its clock", n.Name())

@@ -57,10 +57,7 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 	if !ok {
 		return fmt.Errorf("topology %s cannot fail over: it has no primary with a replica to promote", env.Cluster.Topology())
 	}
-	mode, err := ParseFailover(env.Params["failover"])
-	if err != nil {
-		return err
-	}
+	mode, _ := ParseFailover(env.Settings.Failover) // validated; "" is kill
 	if s, ok := env.next("failover"); ok && env.replaying() {
 		mode, _ = ParseFailover(s.Params["mode"]) // the replayed faults' mode (validated)
 	}

@@ -52,7 +52,7 @@ func TestFailoverNeedsNetToIsolate(t *testing.T) {
 	require.True(t, NeedsNet(ns, nil))
 
 	msg := NetUnavailable(errors.New("network faults need root")).Error()
-	require.Contains(t, msg, "partition, failover with --param failover=isolate cannot run")
+	require.Contains(t, msg, "partition, failover with --param failover=isolate, proxied, delay, slow-node, stall, reset, bandwidth, loss cannot run")
 	require.Contains(t, msg, "clock-client, failover work without it")
 
 	for in, want := range map[string]string{"": FailoverKill, "kill": FailoverKill, "isolate": FailoverIsolate} {

@@ -8,7 +8,9 @@ package nemesis
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/proxy"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/internal/sleep"
 	"github.com/locktest/locktest/workloads"
@@ -29,7 +32,11 @@ type Env struct {
 	TTL      time.Duration // the lease length: pauses are sized from it
 	Seed     int64
 	Net      *netns.Net        // the run's network; nil when it has none
+	Links    *proxy.Set        // the proxies on the client-server links; nil when the run has none
 	Params   map[string]string // --param settings (e.g. partition=isolate-holder)
+	// Settings are the faults' own --param settings, parsed once
+	// (ParseSettings); the zero value: every fault's defaults.
+	Settings Settings
 	// Wait: the clients acquire with a blocking acquire (--wait), so a
 	// client fault can also strike a waiter (locks.PointWaiting).
 	Wait bool
@@ -150,9 +157,12 @@ type Needs struct {
 	// IsolatesPrimary: a topology and a backend that can cut the primary
 	// off the network.
 	IsolatesPrimary bool
-	// OwnClock: a scheme that reads its own clock (locks.Traits
-	// ChecksValidity); to any other the fault cannot matter.
+	// OwnClock: a scheme that reads its own clock (history.Traits
+	// ReadsOwnClock); to any other the fault cannot matter.
 	OwnClock bool
+	// Proxies: a proxy on every client-server link (clusters/proxy), put
+	// in place by the harness when a fault of the run needs them.
+	Proxies bool
 	// Setting is the --param setting these needs come from, e.g.
 	// "failover=isolate"; "" for the fault's own.
 	Setting string
@@ -165,6 +175,7 @@ func (n Needs) or(m Needs) Needs {
 	n.Net = n.Net || m.Net
 	n.IsolatesPrimary = n.IsolatesPrimary || m.IsolatesPrimary
 	n.OwnClock = n.OwnClock || m.OwnClock
+	n.Proxies = n.Proxies || m.Proxies
 	if n.Setting == "" {
 		n.Setting = m.Setting
 	}
@@ -178,6 +189,29 @@ type Param struct {
 	Check func(value string) error
 	// Adds are the needs some values add to the fault's own.
 	Adds map[string]Needs
+	// Keys are more --param keys the fault reads (e.g. delay's jitter),
+	// each with the check of its values.
+	Keys map[string]func(value string) error
+}
+
+// extraKey reports whether i reads the --param key besides its own.
+func (i Info) extraKey(key string) bool {
+	if i.Param == nil {
+		return false
+	}
+	_, ok := i.Param.Keys[key]
+	return ok
+}
+
+// NeedsProxies reports whether the nemeses ns need a proxy on every
+// client-server link.
+func NeedsProxies(ns []Nemesis) bool {
+	for _, n := range ns {
+		if info, ok := lookup(n.Name()); ok && info.Needs.Proxies {
+			return true
+		}
+	}
+	return false
 }
 
 // NeedsNet reports whether the nemeses ns need the network layer with the
@@ -224,7 +258,7 @@ func Lookup(name string) (Info, bool) { return lookup(name) }
 // (named after it) or its aim (pause-at, crash-at); ok false for none.
 func ParamFault(key string) (fault string, ok bool) {
 	for _, i := range All {
-		if (i.Name == key && i.Param != nil) || (i.Aim != "" && i.Aim == key) {
+		if (i.Name == key && i.Param != nil) || (i.Aim != "" && i.Aim == key) || i.extraKey(key) {
 			return i.Name, true
 		}
 	}
@@ -240,6 +274,11 @@ func CheckParam(name, value string) (ok bool, err error) {
 				return true, fmt.Errorf("--param %s: %w", name, err)
 			}
 			return true, nil
+		}
+	}
+	for _, i := range All {
+		if i.extraKey(name) {
+			return true, i.Param.Keys[name](value)
 		}
 	}
 	info, found := lookup(name)
@@ -263,12 +302,16 @@ func ParamNames() []string {
 		if i.Aim != "" {
 			out = append(out, i.Aim)
 		}
+		if i.Param != nil {
+			out = append(out, slices.Sorted(maps.Keys(i.Param.Keys))...)
+		}
 	}
 	return out
 }
 
-// All is the registry of nemeses, in the order `locktest list` shows them.
-var All = []Info{
+// All is the registry of nemeses, in the order `locktest list` shows them
+// (the network-speed faults, declared in netspeed.go, last).
+var All = append([]Info{
 	{"none", "no fault: the baseline every scheme must pass", nil, Needs{}, nil, ""},
 	{"pause", "SIGSTOP a client for 1.5-3x the TTL (--param pause=LO..HI to change), then SIGCONT: a stop-the-world GC; it strikes right after a grant and at the scheme's own gaps (after-check, after-get; with --wait a waiter), drawn by the seed (--param pause-at=POINT,... to choose)", func() Nemesis { return &pause{} }, Needs{}, &Param{Check: checkPause}, "pause-at"},
 	{"pause-server", "freeze a server right after a grant, for 0.5-2x the TTL (SIGSTOP, then SIGCONT; docker pause and unpause on containers) (--param pause-server=leader: the leader of zk3/etcd3)", func() Nemesis { return &pauseServer{} }, Needs{}, &Param{}, ""},
@@ -279,7 +322,7 @@ var All = []Info{
 	{"partition", "cut the network for 1.5-3x the TTL (needs root): " + strings.Join(PartitionShapes, ", ") + "; only when named: " + strings.Join(OptInShapes, ", ") + "; pick with --param partition=SHAPE,...", func() Nemesis { return &partition{} }, Needs{Net: true}, &Param{Check: checkShapes}, ""},
 	{"failover", "kill -9 the primary right after a grant and promote its replica (Sentinel does, or the harness as an operator would); the old primary rejoins as a replica 1-2 s later (replicated topologies: redis-sentinel, --topology mysql-replicated); --param failover=isolate on redis-sentinel cuts the master off the network instead (needs root) and heals it 1-2 s later: it comes back with its stale data until Sentinel demotes it", func() Nemesis { return &failover{} }, Needs{Failover: true}, &Param{Check: checkFailover,
 		Adds: map[string]Needs{FailoverIsolate: {Net: true, IsolatesPrimary: true, Setting: "failover=" + FailoverIsolate}}}, ""},
-}
+}, NetSpeedFaults...)
 
 // NetUnavailable completes err, why the network layer cannot work here,
 // with the faults that need it and those that still work; nil stays nil.
@@ -414,9 +457,15 @@ func scaled(r *rand.Rand, base time.Duration, lo, hi float64) time.Duration {
 // carries s's point, rule and length, and s is marked fired as this
 // fault.
 func fault(env *Env, s strike, target string, client int, detail string) func(string) {
+	return heldFault(env, s, target, client, detail, 0)
+}
+
+// heldFault is fault for a link fault that holds every answer on the links
+// it strikes back at least held (history.Event.Latency; 0 for none).
+func heldFault(env *Env, s strike, target string, client int, detail string, held time.Duration) func(string) {
 	id := env.faultIDs.Add(1)
 	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: s.Nemesis, Target: target, Client: client, Point: s.Point,
-		Rule: string(s.Target), Length: s.Length, FaultID: id, Detail: detail}, nil)
+		Rule: string(s.Target), Length: s.Length, FaultID: id, Detail: detail, Latency: int64(held)}, nil)
 	env.fired(s, id)
 	return func(d string) {
 		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: s.Nemesis, Target: target, Client: client, FaultID: id, Detail: d}, nil)

@@ -61,17 +61,17 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	if env.Net == nil {
 		return errors.New("the run has no network layer")
 	}
-	shapes, err := ParseShapes(env.Params["partition"])
-	if err != nil {
-		return err
-	}
 	// Aimed: on a topology with a master that Sentinels elect, without
 	// --param partition, the one shape that can hurt: a split with the
 	// master on the minority side and clients on both.
+	shapes := env.Settings.Partition
 	master, aimed := env.Cluster.(mastered)
-	aimed = aimed && strings.TrimSpace(env.Params["partition"]) == ""
-	if aimed {
+	aimed = aimed && shapes == nil
+	switch {
+	case aimed:
 		shapes = []string{"split"}
+	case shapes == nil:
+		shapes = PartitionShapes
 	}
 	if env.replaying() {
 		// The shapes of the faults replayed, whatever --param says.

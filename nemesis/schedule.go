@@ -123,6 +123,12 @@ var rulesOf = map[string][]Rule{
 	"clock-client": {RuleHolder},
 	"failover":     {RulePrimary},
 	"partition":    {RuleHolder, RuleHolderMinor, RuleAcquirer, RuleAnyServer, RuleLeader, RuleSplit, RuleBridge},
+	FaultDelay:     {RuleAcquirer, RuleHolder},
+	FaultSlowNode:  {RuleGranters, RuleAnyServer},
+	FaultStall:     {RuleAcquirer, RuleHolder},
+	FaultReset:     {RuleAcquirer, RuleHolder},
+	FaultBandwidth: {RuleAcquirer, RuleHolder},
+	FaultLoss:      {RuleAcquirer, RuleHolder},
 }
 
 // ruleOfShape is the targeting rule of each partition shape.
@@ -201,8 +207,13 @@ func (e Entry) Validate() error {
 	return e.validateOwn()
 }
 
-// validateOwn checks what only some faults carry: points, shapes, jumps.
+// validateOwn checks what only some faults carry: points, shapes, jumps,
+// toxics.
 func (e Entry) validateOwn() error {
+	if _, ok := kindOf[e.Nemesis]; ok {
+		_, err := toxicOf(e)
+		return err
+	}
 	switch e.Nemesis {
 	case "pause", "crash-client":
 		if e.Point == "" {

@@ -36,7 +36,7 @@ func serverTurn(ctx context.Context, env *Env, r *rand.Rand, name string, nodes 
 		if !sleep.For(ctx, between(r, time.Second, 3*time.Second)) {
 			return t, false, nil
 		}
-		if env.Params[name] == "leader" {
+		if env.Settings.aimsAtLeader(name) {
 			aim = RuleLeader
 		}
 	}

@@ -98,7 +98,9 @@ type Ready struct {
 // holding), checks_validity (stops using the resource when its lease ends;
 // answers valid_ms), renews (renews its lease while it lives: a watchdog),
 // session (the lock dies with the client's session: connection, ZooKeeper
-// session, etcd lease).
+// session, etcd lease), reads_own_clock (optional: whether it reads its
+// own clock to decide it still holds the lock, so the clock-client fault
+// can matter; left out, the same as checks_validity).
 type LockInfo struct {
 	Name string `json:"name,omitempty"` // e.g. "redis-py Lock"
 	history.Traits

@@ -20,6 +20,8 @@ func TestReadyTraitsRoundTrip(t *testing.T) {
 		{"redis-lua, no --fence", `{"type":"ready","version":1,"pid":7,"lock":{"name":"redis-lua","lease":true}}`, history.Traits{Lease: true}},
 		{"every trait", `{"type":"ready","version":1,"pid":7,"lock":{"name":"zk-strict","lease":true,"fencing":true,"reentrant":true,"checks_validity":true,"renews":true,"session":true}}`,
 			history.Traits{Lease: true, Fencing: true, Reentrant: true, ChecksValidity: true, Renews: true, Session: true}},
+		{"validity from events, not the clock", `{"type":"ready","version":1,"pid":7,"lock":{"name":"zk-strict","lease":true,"checks_validity":true,"session":true,"reads_own_clock":false}}`,
+			history.Traits{Lease: true, ChecksValidity: true, Session: true, OwnClock: history.Bool(false)}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,11 @@ type anomalyView struct {
 	OpsOmitted  int
 	MissingOps  []int64 // named by the anomaly but absent from the history
 	Excerpt     *excerptView
+	// Witness links the anomaly's 1-minimal sub-history (relative to the
+	// run directory); WitnessDir is its directory, WitnessPartial says the
+	// time bound stopped its minimisation.
+	Witness, WitnessDir string
+	WitnessPartial      bool
 }
 
 type opRow struct {
@@ -66,7 +72,7 @@ type eventRow struct {
 // first, then contained ones, then the rest, each group in time order. It
 // returns the shown indices in their original order and the omitted ones.
 func selectAnomalies(as []checker.Anomaly, limit int) (shown, omitted []int) {
-	order := prioritized(as)
+	order := checker.Prioritized(as)
 	if len(order) > limit {
 		omitted = append(omitted, order[limit:]...)
 		order = order[:limit]
@@ -81,7 +87,7 @@ func selectAnomalies(as []checker.Anomaly, limit int) (shown, omitted []int) {
 // the first maxExcerpts of them by severity, an excerpt of the history.
 func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops map[int64]*history.Operation) []anomalyView {
 	withExcerpt := map[int]bool{}
-	for _, i := range prioritized(as) {
+	for _, i := range checker.Prioritized(as) {
 		if len(withExcerpt) == maxExcerpts {
 			break
 		}
@@ -100,6 +106,7 @@ func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops m
 			Clients: intList(a.Clients), Start: secs(a.Start, 2), End: secs(a.End, 2),
 			Duration: dur(a.End - a.Start), Faults: a.Faults, Explanation: a.Explanation,
 			Cause: string(a.Cause), CauseShort: causeShort(string(a.Cause)), CauseWords: causeWords(string(a.Cause)),
+			Witness: a.Witness, WitnessDir: path.Dir(a.Witness), WitnessPartial: a.WitnessPartial,
 		}
 		av.Instant = av.Start == av.End
 		av.ClientsWord = "clients"
@@ -125,10 +132,25 @@ func buildAnomalies(h *history.History, as []checker.Anomaly, shown []int, ops m
 		}
 		out = append(out, av)
 	}
+	var excerpted []int // positions in out
+	var spans []history.Span
+	var pickers []*excerptPicker
 	for k, i := range shown {
 		if withExcerpt[i] && isShown[i] {
-			out[k].Excerpt = excerpt(h, as[i], rowed)
+			excerpted = append(excerpted, k)
+			spans = append(spans, excerptSpan(as[i]))
+			pickers = append(pickers, newExcerptPicker(as[i]))
 		}
+	}
+	// One read of the events for all excerpts (a loaded history keeps
+	// only its operations, and reads the events back from its file),
+	// each excerpt keeping only the events it may show.
+	err := h.EachEventWithin(spans, func(n int, e *history.Event) { pickers[n].add(e) })
+	if err != nil {
+		return out // no excerpts: the rest of the page stands
+	}
+	for n, k := range excerpted {
+		out[k].Excerpt = pickers[n].view(rowed)
 	}
 	return out
 }
@@ -158,86 +180,14 @@ func opRowFor(o *history.Operation) opRow {
 	return row
 }
 
-// excerpt returns the events from excerptPad before the anomaly to
-// excerptPad after it. When there are more than maxExcerptRows, it keeps
-// the events of the anomaly's clients, its operations and the faults, and
-// then those closest to the anomaly's start.
-func excerpt(h *history.History, a checker.Anomaly, rowed map[int64]bool) *excerptView {
+// excerptSpan is the time an anomaly's excerpt covers: from excerptPad
+// before the anomaly to excerptPad after it.
+func excerptSpan(a checker.Anomaly) history.Span {
 	from, to := a.Start-excerptPad, a.End+excerptPad
 	if a.End < a.Start {
 		to = a.Start + excerptPad
 	}
-	hotOp := map[int64]bool{}
-	for _, id := range a.Ops {
-		hotOp[id] = true
-	}
-	involved := map[int]bool{0: true}
-	for _, c := range a.Clients {
-		involved[c] = true
-	}
-	var in []int
-	for i := range h.Events {
-		if t := h.Events[i].Time; t >= from && t <= to {
-			in = append(in, i)
-		}
-	}
-	ev := &excerptView{From: secs(max(from, 0), 3), To: secs(to, 3), Total: len(in)}
-	keep := in
-	if len(keep) > maxExcerptRows {
-		var pri, rest []int
-		for _, i := range keep {
-			e := h.Events[i]
-			if involved[e.Client] || hotOp[e.OpID] {
-				pri = append(pri, i)
-			} else {
-				rest = append(rest, i)
-			}
-		}
-		if len(pri) >= maxExcerptRows {
-			keep = closest(h.Events, pri, a.Start, maxExcerptRows)
-		} else {
-			keep = append(pri, closest(h.Events, rest, a.Start, maxExcerptRows-len(pri))...)
-			sort.Ints(keep)
-		}
-	}
-	for _, i := range keep {
-		e := h.Events[i]
-		row := eventRow{
-			Seq: e.Seq, Time: secs(e.Time, 3), Type: string(e.Type), Op: string(e.Op), OpID: e.OpID,
-			Text: eventText(e), Class: string(e.Type),
-		}
-		if e.Client != 0 {
-			row.Client = strconv.Itoa(e.Client)
-		}
-		if e.OpID != 0 && rowed[e.OpID] {
-			row.OpLink = "#op-" + strconv.FormatInt(e.OpID, 10)
-		}
-		row.Hot = (e.OpID != 0 && hotOp[e.OpID]) || e.Type == history.FaultStart || e.Type == history.FaultEnd
-		ev.Rows = append(ev.Rows, row)
-	}
-	return ev
-}
-
-// closest keeps the n indices whose events are closest in time to t, in
-// their original order.
-func closest(events []history.Event, idx []int, t int64, n int) []int {
-	if n > len(idx) {
-		n = len(idx)
-	}
-	byDist := append([]int(nil), idx...)
-	sort.SliceStable(byDist, func(a, b int) bool {
-		return absDiff(events[byDist[a]].Time, t) < absDiff(events[byDist[b]].Time, t)
-	})
-	byDist = byDist[:n]
-	sort.Ints(byDist)
-	return byDist
-}
-
-func absDiff(a, b int64) int64 {
-	if a > b {
-		return a - b
-	}
-	return b - a
+	return history.Span{From: from, To: to}
 }
 
 // eventText is the remaining content of an event in one line.

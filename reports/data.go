@@ -68,6 +68,9 @@ type headerView struct {
 	Interrupted, StoppedEarly bool
 	Checked                   string
 	TimeLimit                 string
+	// Shrink is the command that shrinks an unsafe run (ShrinkCommand),
+	// "" for other runs and pages written without their directory.
+	Shrink string
 }
 
 type propertyView struct {

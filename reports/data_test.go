@@ -268,7 +268,7 @@ func TestSelectAnomalies(t *testing.T) {
 		{Kind: "dh", Severity: "violation"}, {Kind: "dh", Severity: "violation"}, {Kind: "dh", Severity: "violation"},
 		{Kind: "lu", Severity: "violation"}, {Kind: "sw", Severity: "info"}, {Kind: "dh", Severity: "violation"},
 	}
-	require.Equal(t, []int{0, 3, 1, 2, 5, 4}, prioritized(rep))
+	require.Equal(t, []int{0, 3, 1, 2, 5, 4}, checker.Prioritized(rep))
 	shown, omitted := selectAnomalies(rep, 2)
 	require.Equal(t, []int{0, 3}, shown)
 	require.Equal(t, []int{1, 2, 4, 5}, omitted)
@@ -311,7 +311,9 @@ func TestExcerpt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := excerpt(h, tc.a, map[int64]bool{id: true})
+			p := newExcerptPicker(tc.a)
+			require.NoError(t, h.EachEventWithin([]history.Span{excerptSpan(tc.a)}, func(_ int, e *history.Event) { p.add(e) }))
+			ev := p.view(map[int64]bool{id: true})
 			require.GreaterOrEqual(t, ev.Total, tc.minTotal)
 			require.Len(t, ev.Rows, tc.rows)
 			found := false

@@ -128,44 +128,6 @@ func outcome(o *history.Operation) string {
 	}
 }
 
-// severityRank orders anomalies for display and selection: violations
-// first, then contained ones, then everything else.
-func severityRank(s checker.Severity) int {
-	switch s {
-	case "violation":
-		return 0
-	case "contained":
-		return 1
-	default:
-		return 2
-	}
-}
-
-// prioritized returns the indices of as in the order in which they are
-// worth a reader's attention: by severity (violations first); within one
-// severity the first anomaly of each kind before the second of any kind,
-// and so on; then by position (the checker keeps them in time order). So a
-// short list shows every kind of violation there is, not five of one kind.
-func prioritized(as []checker.Anomaly) []int {
-	idx := make([]int, len(as))
-	nth := make([]int, len(as)) // occurrence of its kind and severity
-	seen := map[[2]string]int{}
-	for i, a := range as {
-		idx[i] = i
-		k := [2]string{string(a.Kind), string(a.Severity)}
-		nth[i] = seen[k]
-		seen[k]++
-	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		ra, rb := severityRank(as[idx[a]].Severity), severityRank(as[idx[b]].Severity)
-		if ra != rb {
-			return ra < rb
-		}
-		return nth[idx[a]] < nth[idx[b]]
-	})
-	return idx
-}
-
 // asciiReplacer turns the typographic characters explanations may carry
 // into plain ASCII for terminals.
 var asciiReplacer = strings.NewReplacer(

@@ -82,12 +82,24 @@ func RunFiles(dir string) []string {
 // WriteRunPage is WriteRunHTML with links to files of the run directory
 // (RunFiles), shown under "Server logs".
 func WriteRunPage(w io.Writer, h *history.History, r *checker.Result, files []string) error {
-	return writeRunPage(w, h, r, files, nil)
+	return writeRunPage(w, h, r, files, nil, "")
+}
+
+// ShrinkCommand is the command that shrinks the unsafe run in dir to its
+// smallest reproduction (locktest shrink): the hint of its report and of
+// its terminal summary; "" when dir has no config.json (a history checked
+// alone): without the run's settings shrink cannot run it again.
+func ShrinkCommand(dir string) string {
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		return ""
+	}
+	return "locktest shrink " + dir
 }
 
 // writeRunPage is WriteRunPage with what the page says about the porcupine
-// view (nil: nothing, the page was written alone).
-func writeRunPage(w io.Writer, h *history.History, r *checker.Result, files []string, lin *linView) error {
+// view (nil: nothing, the page was written alone) and, for an unsafe run,
+// the "Shrink this run" hint with its directory (dir "": no hint).
+func writeRunPage(w io.Writer, h *history.History, r *checker.Result, files []string, lin *linView, dir string) error {
 	if h == nil {
 		return errors.New("write report: no history")
 	}
@@ -100,6 +112,9 @@ func writeRunPage(w io.Writer, h *history.History, r *checker.Result, files []st
 	}{buildRun(h, r), css}
 	data.Plots = buildPlots(h)
 	data.Lin = lin
+	if dir != "" && r.Verdict == checker.Unsafe {
+		data.Header.Shrink = ShrinkCommand(dir)
+	}
 	for _, f := range files {
 		data.Files = append(data.Files, fileLink{Path: f})
 	}

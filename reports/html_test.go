@@ -273,3 +273,31 @@ func TestSampleReport(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "sample-report.html"), buf.Bytes(), 0o644))
 	}
 }
+
+// An anomaly with a witness links it, and says whether it is 1-minimal.
+func TestWriteRunHTMLWitnessLink(t *testing.T) {
+	b := newBuilder(t, defaultInfo())
+	b.start(1, 1, 0)
+	id := b.op(1, history.Acquire, 0.5, 0.6, history.OK, func(_, c *history.Event) { c.Owner = "a" })
+	h := b.build(1)
+	r := &checker.Result{
+		Verdict: checker.Unsafe, Why: "1 double holder", FirstViolation: 0,
+		Anomalies: []checker.Anomaly{
+			{Kind: checker.KindDoubleHolder, Severity: checker.SeverityViolation, Clients: []int{1}, Ops: []int64{id}, Explanation: "x",
+				Witness: "witness-1/history.jsonl"},
+			{Kind: checker.KindLostUpdate, Severity: checker.SeverityViolation, Clients: []int{1}, Ops: []int64{id}, Explanation: "y",
+				Witness: "witness-2/history.jsonl", WitnessPartial: true},
+			{Kind: checker.KindDeadlock, Severity: checker.SeverityViolation, Clients: []int{1}, Explanation: "z"},
+		},
+	}
+	// Not render: its page check allows no link to a file, and the
+	// witness, like the server logs, is a file of the run directory.
+	var buf bytes.Buffer
+	require.NoError(t, WriteRunHTML(&buf, h, r))
+	raw := buf.String()
+	require.Contains(t, raw, `<a href="witness-1/history.jsonl">`)
+	require.Contains(t, raw, `<a href="witness-2/history.jsonl">`)
+	require.Equal(t, 2, strings.Count(raw, "locktest check RUN_DIR/witness-"), "the anomaly without a witness has no link")
+	require.Contains(t, raw, "locktest check RUN_DIR/witness-1</code> checks it")
+	require.Equal(t, 1, strings.Count(raw, "not proven 1-minimal"))
+}

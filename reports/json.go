@@ -62,3 +62,16 @@ func WriteResultsJSON(path string, r *checker.Result) (err error) {
 	}
 	return nil
 }
+
+// ReadResultsJSON reads a results.json that WriteResultsJSON wrote.
+func ReadResultsJSON(path string) (*checker.Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r checker.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}

@@ -623,7 +623,7 @@ func WriteRunDir(dir string, h *history.History, r *checker.Result) error {
 		lv = linView{Skipped: err.Error()}
 	}
 	var buf bytes.Buffer
-	if err := writeRunPage(&buf, h, r, RunFiles(dir), &lv); err != nil {
+	if err := writeRunPage(&buf, h, r, RunFiles(dir), &lv, dir); err != nil {
 		return err
 	}
 	return writeAtomic(filepath.Join(dir, "report.html"), buf.Bytes())

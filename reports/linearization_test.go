@@ -204,6 +204,8 @@ func TestLinearizationWindow(t *testing.T) {
 func TestWriteRunDir(t *testing.T) {
 	h, r := loadChecked(t, storedRun)
 	dir := t.TempDir()
+	// A run's settings: what locktest shrink needs to run it again.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"options": {"lock": "redis-lua"}}`), 0o644))
 	require.NoError(t, WriteRunDir(dir, h, r))
 	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	require.NoError(t, err)
@@ -220,6 +222,24 @@ func TestWriteRunDir(t *testing.T) {
 	require.Regexp(t, `<title>#1 double-holder \(violation\), clients [^<]*; cause: lease expired \(by design\)</title>`, s)
 	require.Regexp(t, `Decided exactly, with one way to place the operation: \d+ of \d+ returns \(\d+\.\d%\)`, s)
 	has(t, s, "The search bound (4096 configurations) was not hit.")
+	// An unsafe run's report says how to shrink it.
+	require.Equal(t, checker.Unsafe, r.Verdict)
+	has(t, s, `<b>Shrink this run</b>`)
+	has(t, s, "<code>locktest shrink "+dir+"</code>")
+	// A history checked alone (no config.json) cannot be run again: no
+	// hint that would be refused.
+	bare := t.TempDir()
+	require.NoError(t, WriteRunDir(bare, h, r))
+	page, err = os.ReadFile(filepath.Join(bare, "report.html"))
+	require.NoError(t, err)
+	require.NotContains(t, string(page), "Shrink this run", "a directory without config.json cannot be shrunk")
+	safe := *r
+	safe.Verdict = checker.Safe
+	safeDir := t.TempDir()
+	require.NoError(t, WriteRunDir(safeDir, h, &safe))
+	page, err = os.ReadFile(filepath.Join(safeDir, "report.html"))
+	require.NoError(t, err)
+	require.NotContains(t, string(page), "Shrink this run", "a run that is not unsafe has nothing to shrink")
 
 	// A read-write lock has no view: the page says so, a stale view goes.
 	h.Info.ReadWrite = true
@@ -322,7 +342,7 @@ func TestLinearizationOfUnsafeRunIsNotAGreenPass(t *testing.T) {
 
 	// The run page says the same.
 	var rp bytes.Buffer
-	require.NoError(t, writeRunPage(&rp, h, r, nil, &lv))
+	require.NoError(t, writeRunPage(&rp, h, r, nil, &lv, ""))
 	require.Contains(t, rp.String(), `<span class="badge consistent">linearizable against a lease lock</span>`)
 
 	// A safe run: a plain pass.

@@ -104,6 +104,9 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 		p.printf("  writes    %d accepted, %d rejected for a stale token\n", c.WritesAccepted, c.WritesRejected)
 	}
 	p.printf("  faults    %d injected, %d struck while the lock was held\n", c.Faults, c.FaultsOnHolder)
+	if c.ShortGrants > 0 {
+		p.printf("  votes     %d of %d grants short of a vote: %s\n", c.ShortGrants, c.AcquiresOK, missingVotes(c.MissingVotes))
+	}
 
 	if len(r.Properties) > 0 {
 		p.printf("\nproperties:\n")
@@ -143,7 +146,7 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 
 	if n := len(r.Anomalies); n > 0 {
 		shown := min(n, maxSummaryAnomalies)
-		pick := append([]int(nil), prioritized(r.Anomalies)[:shown]...)
+		pick := append([]int(nil), checker.Prioritized(r.Anomalies)[:shown]...)
 		sort.Ints(pick)
 		if shown < n {
 			p.printf("\nanomalies (%d of %d: the most severe, one of each kind first):\n", shown, n)
@@ -175,6 +178,9 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 			}
 			for _, l := range wrap(a.Explanation, 92) {
 				p.printf("     %s\n", l)
+			}
+			if a.Witness != "" {
+				p.printf("     witness: %s\n", a.Witness)
 			}
 		}
 		if n > shown {
@@ -297,4 +303,18 @@ func unsafeGloss(r *checker.Result) string {
 		return "a client used the lock after its own validity ran out (a client bug), and holders outlived their leases"
 	}
 	return "lost by design: a holder outlived its lease or session and went on, so two clients held the lock; only fencing tokens protect the resource"
+}
+
+// missingVotes says how often each server's vote was missing, most often
+// first ("redis-2 missing from 26, redis-4 from 3").
+func missingVotes(m map[string]int) string {
+	names := byCount(m)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s from %d", n, m[n])
+		if i == 0 {
+			parts[i] = fmt.Sprintf("%s missing from %d", n, m[n])
+		}
+	}
+	return strings.Join(parts, ", ")
 }

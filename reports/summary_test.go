@@ -181,6 +181,17 @@ func TestSummaryNamesCause(t *testing.T) {
 	require.Contains(t, b.String(), "#2 lost-update (violation): ")
 }
 
+// An anomaly with a witness names its file under the explanation.
+func TestSummaryNamesWitness(t *testing.T) {
+	h := sampleHistory(t)
+	r := sampleResult(t, h)
+	r.Anomalies[1].Witness = "witness-2/history.jsonl"
+	var b strings.Builder
+	WriteSummary(&b, h, r, false)
+	require.Equal(t, 1, strings.Count(b.String(), "witness: "))
+	require.Regexp(t, `#2 lost-update \(violation\): [^#]*\n     witness: witness-2/history\.jsonl\n`, b.String())
+}
+
 func TestVerdictGloss(t *testing.T) {
 	v := func(kind checker.Kind, cause checker.Cause) checker.Anomaly {
 		return checker.Anomaly{Kind: kind, Cause: cause, Severity: checker.SeverityViolation}

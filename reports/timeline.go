@@ -627,7 +627,8 @@ func (b buckets) dots(what string) []dotView {
 	return out
 }
 
-func reasonTally(m map[string]int) string {
+// byCount returns m's keys, the most counted first (ties by name).
+func byCount(m map[string]int) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
@@ -638,6 +639,11 @@ func reasonTally(m map[string]int) string {
 		}
 		return ks[i] < ks[j]
 	})
+	return ks
+}
+
+func reasonTally(m map[string]int) string {
+	ks := byCount(m)
 	parts := make([]string, len(ks))
 	for i, k := range ks {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])

@@ -37,7 +37,7 @@ type Compose struct {
 }
 
 // Name returns "compose".
-func (Compose) Name() string { return "compose" }
+func (Compose) Name() string { return string(clusters.Compose) }
 
 // Start finds the stack's containers, waits until every server serves and
 // they form their topology (for mysql-replicated, it makes the second

@@ -165,7 +165,7 @@ type Backend struct {
 }
 
 // Name returns "docker".
-func (Backend) Name() string { return "docker" }
+func (Backend) Name() string { return string(clusters.Docker) }
 
 // Start creates the run's network and the topology's containers, and
 // returns once every server serves (and, for the replicated topologies,

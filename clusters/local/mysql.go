@@ -553,41 +553,15 @@ func (n *mysqlNode) start(ctx context.Context, port int) error {
 
 func (n *mysqlNode) launch(ctx context.Context, port int) error {
 	logPath := filepath.Join(n.dir, "mariadb.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	sp := spawn{argv: n.argv(port), log: logPath, clockFile: n.clockFile,
+		started: func() { n.port, n.addr = port, net.JoinHostPort(n.ip(), strconv.Itoa(port)) }}
+	if n.clockFile != "" {
+		sp.env = shimEnv(n.clockFile)
+	}
+	cmd, exited, err := n.spawn(sp)
 	if err != nil {
 		return err
 	}
-	argv := n.argv(port)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if n.clockFile != "" {
-		cmd.Env = append(os.Environ(), shimEnv(n.clockFile)...)
-	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	exited := make(chan struct{})
-	pid := cmd.Process.Pid
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		if n.clockFile != "" {
-			removeFaketimeShm(pid)
-		}
-		close(exited)
-	}()
-	if n.clockFile != "" {
-		for _, p := range faketimeShm(pid) {
-			n.tracker.AddPath(p)
-		}
-	}
-	n.tracker.AddProc(cmd.Process.Pid, n.name)
-	n.mu.Lock()
-	n.port, n.addr = port, net.JoinHostPort(n.ip(), strconv.Itoa(port))
-	n.cmd, n.exited = cmd, exited
-	n.mu.Unlock()
 
 	t0 := time.Now()
 	deadline := t0.Add(mysqlReadyLimit)

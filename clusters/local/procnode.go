@@ -25,8 +25,8 @@ import (
 // namespace when it has one: its name, address and process handling
 // (pause, resume, kill, stop). The ensembles (ZooKeeper, etcd) launch it
 // as it is, with the command line and readiness given to it; redisNode
-// and mysqlNode embed it and launch their servers themselves (setting
-// cmd, exited and addr under mu).
+// and mysqlNode embed it, build their own command lines (a port chosen at
+// each start, the clock shim) and start them through spawn.
 type procNode struct {
 	name    string
 	dir     string
@@ -113,34 +113,75 @@ func (n *procNode) launch() error {
 	if err := os.MkdirAll(n.dir, 0o755); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(filepath.Join(n.dir, n.logName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
 	argv := n.argv
 	if n.host != nil {
 		argv = n.host.Command(argv...)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = n.dir
-	cmd.Env = append(os.Environ(), n.env...)
+	if _, _, err := n.spawn(spawn{argv: argv, env: n.env, dir: n.dir, log: filepath.Join(n.dir, n.logName)}); err != nil {
+		return fmt.Errorf("start %s: %w", n.name, err)
+	}
+	return nil
+}
+
+// spawn is how a node's server process is started.
+type spawn struct {
+	argv []string // the command line, already in the node's namespace
+	env  []string // added to the harness's environment
+	dir  string   // its working directory, "" for the harness's
+	log  string   // the file its output is appended to
+	// clockFile is the clock shim's offset file, "" without the shim:
+	// the shared memory libfaketime leaves behind is tracked, and removed
+	// once the process exits.
+	clockFile string
+	// started, when not nil, sets the node's own fields of the new
+	// process (its address, its port) under n.mu, with n.cmd and
+	// n.exited.
+	started func()
+}
+
+// spawn starts the process sp describes, in its own process group and
+// killed with the harness, and records it: the tracker, n.cmd and
+// n.exited, which it returns too (closed once the process has exited). It
+// does not wait for readiness.
+func (n *procNode) spawn(sp spawn) (*exec.Cmd, chan struct{}, error) {
+	logf, err := os.OpenFile(sp.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(sp.argv[0], sp.argv[1:]...)
+	cmd.Dir = sp.dir
+	cmd.Env = append(os.Environ(), sp.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("start %s: %w", n.name, err)
+		return nil, nil, err
 	}
 	exited := make(chan struct{})
+	pid := cmd.Process.Pid
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
+		if sp.clockFile != "" {
+			// libfaketime leaves its shared memory behind, even on a
+			// clean shutdown.
+			removeFaketimeShm(pid)
+		}
 		close(exited)
 	}()
-	n.tracker.AddProc(cmd.Process.Pid, n.name)
+	if sp.clockFile != "" {
+		for _, p := range faketimeShm(pid) {
+			n.tracker.AddPath(p)
+		}
+	}
+	n.tracker.AddProc(pid, n.name)
 	n.mu.Lock()
 	n.cmd, n.exited = cmd, exited
+	if sp.started != nil {
+		sp.started()
+	}
 	n.mu.Unlock()
-	return nil
+	return cmd, exited, nil
 }
 
 // waitReady polls ready every 50 ms until it returns nil, the process

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/locktest/locktest/clusters"
@@ -24,7 +23,7 @@ import (
 type Backend struct{}
 
 // Name returns "local".
-func (Backend) Name() string { return "local" }
+func (Backend) Name() string { return string(clusters.Local) }
 
 // Start starts the topology in s.
 func (Backend) Start(ctx context.Context, s clusters.Spec) (clusters.Cluster, error) {
@@ -122,7 +121,6 @@ type redisNode struct {
 	bin       string // the program, "redis-server" when empty
 	conf      string // a config file given before the options, "" for none
 	nsPort    int    // its port inside its namespace, 6379 when 0
-	logf      *os.File
 }
 
 // useClockShim makes the node start under libfaketime with an offset file.
@@ -188,11 +186,6 @@ func (n *redisNode) start(ctx context.Context, port int) error {
 
 func (n *redisNode) launch(ctx context.Context, port int) error {
 	addr := net.JoinHostPort(n.ip(), strconv.Itoa(port))
-	logPath := filepath.Join(n.dir, "redis.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
 	bin := n.bin
 	if bin == "" {
 		bin = "redis-server"
@@ -208,35 +201,12 @@ func (n *redisNode) launch(ctx context.Context, port int) error {
 	if n.host != nil {
 		argv = n.host.Command(argv...)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), n.env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	logPath := filepath.Join(n.dir, "redis.log")
+	sp := spawn{argv: argv, env: n.env, log: logPath, clockFile: n.clockFile, started: func() { n.addr = addr }}
+	cmd, exited, err := n.spawn(sp)
+	if err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	pid := cmd.Process.Pid
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		if n.clockFile != "" {
-			// libfaketime leaves its shared memory behind, even on a
-			// clean shutdown.
-			removeFaketimeShm(pid)
-		}
-		close(exited)
-	}()
-	if n.clockFile != "" {
-		for _, p := range faketimeShm(pid) {
-			n.tracker.AddPath(p)
-		}
-	}
-	n.tracker.AddProc(cmd.Process.Pid, n.name)
-	n.mu.Lock()
-	n.addr, n.cmd, n.exited, n.logf = addr, cmd, exited, logf
-	n.mu.Unlock()
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {

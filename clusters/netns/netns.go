@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -197,12 +198,41 @@ func (h *Host) Command(argv ...string) []string {
 	return append([]string{"ip", "netns", "exec", h.NS}, argv...)
 }
 
-// Dial opens a TCP connection from inside h's namespace.
+// BypassMark is the firewall mark (SO_MARK) of the harness's own
+// connections from inside a namespace: the run's link proxies
+// (clusters/proxy) redirect every other connection a client makes to a
+// server, and leave the marked ones alone, so that the proxies' own
+// connections to the servers and the partitions' probes go straight to
+// the server.
+const BypassMark = 0x4c54
+
+// Dial opens a TCP connection from inside h's namespace, straight to addr:
+// marked with BypassMark, it bypasses the run's link proxies.
 func (h *Host) Dial(addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout, Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, BypassMark)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return h.dial(d, addr)
+}
+
+// DialAsClient opens a TCP connection from inside h's namespace as the
+// client process there would: through the run's link proxy to addr when
+// the run has one.
+func (h *Host) DialAsClient(addr string, timeout time.Duration) (net.Conn, error) {
+	return h.dial(net.Dialer{Timeout: timeout}, addr)
+}
+
+func (h *Host) dial(d net.Dialer, addr string) (net.Conn, error) {
 	var conn net.Conn
 	err := h.do(func() error {
 		var err error
-		conn, err = net.DialTimeout("tcp", addr, timeout)
+		conn, err = d.Dial("tcp", addr)
 		return err
 	})
 	return conn, err
@@ -361,7 +391,11 @@ func (n *Net) apply(ctx context.Context, touched map[*Host]bool) error {
 		}
 		for _, p := range peers {
 			if dirs[p]&dropIn != 0 {
-				fmt.Fprintf(&rules, "-A INPUT -s %s -j DROP\n", p)
+				// Not on loopback: nothing from a peer comes that way but
+				// the answers of the run's link proxies to their client
+				// (clusters/proxy), which carry the server's address once
+				// their DNAT is undone, and must not be cut.
+				fmt.Fprintf(&rules, "-A INPUT ! -i lo -s %s -j DROP\n", p)
 			}
 			if dirs[p]&dropOut != 0 {
 				fmt.Fprintf(&rules, "-A OUTPUT -d %s -j DROP\n", p)

@@ -430,9 +430,9 @@ cells:
 	h, err := history.Load(filepath.Join(dir, fenced.Dir, "history.jsonl"))
 	require.NoError(t, err)
 	low := int64(-1)
-	for _, e := range h.Events {
-		if e.Type == history.OK && e.Op == history.Acquire && e.Token != nil && (low < 0 || *e.Token < low) {
-			low = *e.Token
+	for _, op := range h.Ops {
+		if op.Type == history.OK && op.Op == history.Acquire && op.Token != nil && (low < 0 || *op.Token < low) {
+			low = *op.Token
 		}
 	}
 	require.Equal(t, int64(1), low, "the run's own fencing sequence starts at 1")

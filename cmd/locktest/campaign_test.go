@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/shrink"
 )
 
 // fakeRunner answers every run with the verdict of its lock, without
@@ -44,12 +46,18 @@ func (f fakeRunner) Run(_ context.Context, o harness.Options) (*harness.Outcome,
 
 func runCampaignCmd(t *testing.T, args ...string) (int, string) {
 	t.Helper()
+	return runCampaignCmdContext(t, context.Background(), args...)
+}
+
+// runCampaignCmdContext is runCampaignCmd with ctx as its interrupt.
+func runCampaignCmdContext(t *testing.T, ctx context.Context, args ...string) (int, string) {
+	t.Helper()
 	c := newCampaignCmd()
 	var out bytes.Buffer
 	c.SetOut(&out)
 	c.SetErr(&out)
 	c.SetArgs(args)
-	err := c.ExecuteContext(context.Background())
+	err := c.ExecuteContext(ctx)
 	code := 0
 	var ec exitCode
 	if errors.As(err, &ec) {
@@ -60,10 +68,10 @@ func runCampaignCmd(t *testing.T, args ...string) (int, string) {
 	return code, out.String()
 }
 
-// TestCampaignExitCodeFlips: the same config exits 0 while every cell
-// matches its expectation and 1 as soon as one verdict contradicts it, in
-// either direction; a harness error is 2.
-func TestCampaignExitCodeFlips(t *testing.T) {
+// writeThreeCells writes a campaign config of three cells, one expected
+// safe, one unsafe, one either, and returns its path.
+func writeThreeCells(t *testing.T) string {
+	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(`name: t
 defaults: {time_limit: 1s}
@@ -73,6 +81,14 @@ cells:
   - lock: redis-setnx
     expect: {crash-client: either}
 `), 0o644))
+	return cfg
+}
+
+// TestCampaignExitCodeFlips: the same config exits 0 while every cell
+// matches its expectation and 1 as soon as one verdict contradicts it, in
+// either direction; a harness error is 2.
+func TestCampaignExitCodeFlips(t *testing.T) {
+	cfg := writeThreeCells(t)
 	base := map[string]checker.Verdict{"redis-lua/none": checker.Safe, "redis-lua/pause": checker.Unsafe, "redis-setnx/crash-client": checker.Unsafe}
 	cases := []struct {
 		name   string
@@ -372,4 +388,66 @@ func TestCampaignConfigExpectsNA(t *testing.T) {
 	require.Contains(t, msg, "cell redis-lua/failover")
 	require.Contains(t, msg, "expects safe, but failover does not apply: topology redis has no primary with a replica to fail over")
 	require.True(t, strings.HasPrefix(msg, cfg+": "), msg)
+}
+
+// TestCampaignShrink: --shrink shrinks the cells that are unsafe without
+// being expected to be, each within the budget, into DIR/shrink/<cell>;
+// cells expected unsafe (or either) are left alone.
+func TestCampaignShrink(t *testing.T) {
+	cfg := writeThreeCells(t)
+	origRunner, origShrink := campaignRunner, campaignShrink
+	t.Cleanup(func() { campaignRunner, campaignShrink = origRunner, origShrink })
+	campaignRunner = fakeRunner{map[string]checker.Verdict{"redis-lua/none": checker.Unsafe, "redis-lua/pause": checker.Unsafe,
+		"redis-setnx/crash-client": checker.Unsafe, "redis-del/pause": checker.Unsafe}}
+	var shrunk []string
+	campaignShrink = func(_ context.Context, dir string, o *ShrinkOptions, _ io.Writer) (*shrink.Report, string, error) {
+		require.Equal(t, 45*time.Second, o.Budget)
+		require.Equal(t, 2, o.Tries)
+		_, err := os.Stat(dir)
+		require.NoError(t, err, "the cell's run directory")
+		shrunk = append(shrunk, filepath.Base(o.Out))
+		return &shrink.Report{Stopped: shrink.StoppedDone, Minimal: shrink.Config{Clients: 2}}, o.Out, nil
+	}
+	dir := filepath.Join(t.TempDir(), "camp")
+	code, out := runCampaignCmd(t, "--config", cfg, "--dir", dir, "--quiet", "--shrink", "--shrink-budget", "45s")
+	require.Equal(t, exitUnsafe, code, out)
+	require.Equal(t, []string{"redis-lua_none"}, shrunk)
+	require.Contains(t, out, "shrink redis-lua/none: none, 2 clients")
+
+	// Without expectations every unsafe cell is unexpected.
+	shrunk = nil
+	code, out = runCampaignCmd(t, "--locks", "redis-del", "--nemeses", "pause", "--dir", filepath.Join(t.TempDir(), "c2"), "--quiet", "--shrink", "--shrink-budget", "45s")
+	require.Equal(t, exitSafe, code, out)
+	require.Equal(t, []string{"redis-del_pause"}, shrunk)
+
+	code, out = runCampaignCmd(t, "--config", cfg, "--dir", t.TempDir(), "--shrink", "--shrink-budget", "0s")
+	require.Equal(t, exitError, code, out)
+	require.Contains(t, out, "--shrink-budget must be a positive duration (got 0s)", "the campaign's own flag")
+	code, out = runCampaignCmd(t, "--config", cfg, "--dir", t.TempDir(), "--shrink", "--shrink-tries", "0")
+	require.Equal(t, exitError, code, out)
+	require.Contains(t, out, "--shrink-tries must be 1..20 (got 0)")
+}
+
+// TestCampaignShrinkInterrupted: Ctrl-C during a cell's shrink is an
+// interrupted campaign (exit 130) that says where the shrinks are; the
+// cells not shrunk yet say so.
+func TestCampaignShrinkInterrupted(t *testing.T) {
+	origRunner, origShrink := campaignRunner, campaignShrink
+	t.Cleanup(func() { campaignRunner, campaignShrink = origRunner, origShrink })
+	campaignRunner = fakeRunner{map[string]checker.Verdict{"redis-del/pause": checker.Unsafe, "redis-del/kill": checker.Unsafe}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var shrunk int
+	campaignShrink = func(_ context.Context, _ string, o *ShrinkOptions, _ io.Writer) (*shrink.Report, string, error) {
+		shrunk++
+		cancel() // Ctrl-C during the first cell's shrink
+		return &shrink.Report{Stopped: shrink.StoppedInterrupted, Minimal: shrink.Config{Clients: 3}}, o.Out, nil
+	}
+	dir := filepath.Join(t.TempDir(), "camp")
+	code, out := runCampaignCmdContext(t, ctx, "--locks", "redis-del", "--nemeses", "pause,kill", "--dir", dir, "--quiet", "--shrink")
+	require.Equal(t, exitInterrupted, code, out)
+	require.Equal(t, 1, shrunk)
+	require.Contains(t, out, "not started (interrupted)")
+	require.Contains(t, out, "interrupted while shrinking")
+	require.Contains(t, out, filepath.Join(dir, campaignShrinkDir))
 }

@@ -16,7 +16,10 @@ func newCheckCmd() *cobra.Command {
 		Use:   "check RUN_DIR",
 		Short: "Check a stored run again from its history.jsonl",
 		Long: `Check a stored run again from its history.jsonl alone, rewriting its
-results.json, report.html and linearization.html (porcupine's view).
+results.json, report.html and linearization.html (porcupine's view), and
+each anomaly's witness: witness-<n>/history.jsonl, the fewest operations and
+faults of the run that still show anomaly #n (itself a run directory that
+check reads).
 
 ` + exitCodesHelp,
 		Example: "  locktest check store/latest",

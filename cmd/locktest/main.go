@@ -81,7 +81,7 @@ granted twice, lost updates, deadlocks and linearizability.
 		return exitCode{exitError, fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
 	root.AddCommand(newRunCmd(), newCheckCmd(), newListCmd(), newDoctorCmd(), newCleanupCmd(), newBenchCmd(), newConformanceCmd(), newWorkerCmd())
-	root.AddCommand(newCampaignCmd(), newReportCmd(), newServeCmd())
+	root.AddCommand(newCampaignCmd(), newReportCmd(), newServeCmd(), newShrinkCmd())
 	return root
 }
 

@@ -87,6 +87,12 @@ func TestBadInput(t *testing.T) {
 		{"unknown variant", []string{"run", "--lock", "etcd", "--param", "etcd-client=pre-1"}, nil, "etcd has the variants pre-11456"},
 		{"variant of another scheme", []string{"run", "--lock", "redis-lua", "--param", "etcd-client=pre-11456"}, nil, "--param etcd-client applies to etcd, not to lock redis-lua"},
 		{"waiting without wait", []string{"run", "--lock", "etcd", "--nemesis", "pause", "--param", "pause-at=waiting"}, nil, `has no fault point "waiting"`},
+		{"negative delay", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--param", "delay=-5ms"}, nil, `--param delay: "-5ms": want 0 < LO <= HI <= 1m`},
+		{"inverted delay", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--param", "delay=200ms..50ms"}, nil, `--param delay: "200ms..50ms"`},
+		{"negative jitter", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--param", "jitter=-1ms"}, nil, "--param jitter=-1ms"},
+		{"jitter without delay", []string{"run", "--lock", "redis-lua", "--nemesis", "pause", "--param", "jitter=5ms"}, nil, "--param jitter sets the delay fault, which this run does not inject"},
+		{"loss out of range", []string{"run", "--lock", "redis-lua", "--nemesis", "loss", "--param", "loss=1.5"}, nil, "--param loss"},
+		{"delay on compose", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--cluster", "compose"}, nil, "which --cluster compose does not yet"},
 		{"missing server", []string{"run", "--lock", "redis-lua"}, []string{"PATH=" + t.TempDir()}, "redis-server not found: install it with `apt-get install -y redis-server`"},
 	}
 	for _, tc := range cases {

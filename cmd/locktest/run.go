@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/locktest/locktest/campaigns"
+	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
@@ -61,7 +62,7 @@ to it) and prints the verdict.
 	fl.DurationVar(&f.o.WaitTimeout, "wait-timeout", 5*time.Second, "how long a blocking acquire waits")
 	fl.DurationVar(&f.o.OpTimeout, "op-timeout", time.Second, "deadline of one request from a client to a server")
 	fl.StringVar(&f.o.Store, "store", "store", "directory that keeps every run")
-	fl.StringVar(&f.o.Cluster, "cluster", "local", "where the servers run: local (processes), docker (containers the run creates), compose (a stack started from docker-compose.yml)")
+	fl.StringVar(&f.o.Cluster, "cluster", string(clusters.Local), "where the servers run: local (processes), docker (containers the run creates), compose (a stack started from docker-compose.yml)")
 	fl.StringToStringVar(&f.o.Images, "image", nil, "with --cluster docker: image per server kind, `KIND=IMAGE`, KIND one of redis, zookeeper, etcd, mariadb (default the official image, or $LOCKTEST_IMAGE_<KIND>)")
 	fl.StringVar(&f.o.Topology, "topology", "", "servers to run the scheme on, when it runs on more than its own (see locktest list), e.g. mysql-replicated")
 	fl.BoolVar(&f.o.Quiet, "quiet", false, "print only the summary")
