@@ -78,8 +78,9 @@ func entryStart(e nemesis.Entry) faultStart {
 // replayChecks replays sched (with one more fault whose trigger cannot
 // come) with o's workload and a longer time limit, and checks that the
 // replay injected sched's faults, rules, points and lengths in its order,
-// each for its length, and recorded the extra fault as not fired.
-func replayChecks(t *testing.T, o Options, sched nemesis.Schedule) {
+// each for its length, and recorded the extra fault as not fired. It
+// returns the replay's history and schedule.json.
+func replayChecks(t *testing.T, o Options, sched nemesis.Schedule) (*history.History, nemesis.Schedule) {
 	t.Helper()
 	want := make([]faultStart, len(sched.Faults))
 	for i, e := range sched.Faults {
@@ -110,6 +111,7 @@ func replayChecks(t *testing.T, o Options, sched nemesis.Schedule) {
 	require.Len(t, replayed, len(want), "the replay injects as many faults: want %v, replayed %v", strs(want), strs(replayed))
 	sameOrder(t, out, want, replayed)
 	lastedTheirLength(t, h, out)
+	return h, out
 }
 
 // What a shrinker does: the schedule without its first fault and with
@@ -238,6 +240,44 @@ func TestReplayLocal(t *testing.T) {
 			}
 			replayCompares(t, o)
 		})
+	}
+}
+
+// A network-speed fault replays like the others: a delay on redis-lua's
+// links (an acquire in flight, the holder) is recorded with its rule,
+// length and toxic, and each replayed strike puts that toxic on: the same
+// delay, for the same length, holding the answers back as long.
+func TestReplayNetSpeed(t *testing.T) {
+	needServer(t)
+	needNet(t)
+	o := baseOptions(t, "redis-lua", "delay", 1890)
+	o.OpTimeout, o.Clients, o.TimeLimit = 3*time.Second, 3, 8e9
+	sched, _ := drawnSchedule(t, o)
+	for i, e := range sched.Faults {
+		require.Contains(t, []nemesis.Rule{nemesis.RuleAcquirer, nemesis.RuleHolder}, e.Target, "entry %d", i)
+		require.NotEmpty(t, e.Params["latency"], "entry %d records its delay", i)
+		require.NotEmpty(t, e.Params["direction"], "entry %d records its direction", i)
+	}
+	h, out := replayChecks(t, o, sched)
+	starts := map[int64]history.Event{}
+	for _, e := range h.Events {
+		if e.Type == history.FaultStart {
+			starts[e.FaultID] = e
+		}
+	}
+	for i, e := range out.Faults {
+		if !e.Fired {
+			continue
+		}
+		got := starts[e.FaultID]
+		require.Contains(t, got.Detail, "delay "+e.Params["latency"], "entry %d's strike put its delay on", i)
+		require.Contains(t, got.Detail, " for "+e.Length, "entry %d's strike lasts its length", i)
+		latency, err := time.ParseDuration(e.Params["latency"])
+		require.NoError(t, err)
+		jitter, _ := time.ParseDuration(e.Params["jitter"])
+		if e.Params["direction"] != "upstream" {
+			require.Equal(t, int64(latency-jitter), got.Latency, "entry %d's strike holds each answer back as drawn", i)
+		}
 	}
 }
 
