@@ -44,14 +44,6 @@ func aimOf(r Rule) string {
 	return ""
 }
 
-// ruleOfAim is the targeting rule of a client-link fault's aim.
-func ruleOfAim(aim string) Rule {
-	if aim == AimInFlight {
-		return RuleAcquirer
-	}
-	return RuleHolder
-}
-
 // toxicParams are the params an entry records of toxic t.
 func toxicParams(t proxy.Toxic) map[string]string {
 	p := map[string]string{paramDirection: string(t.Direction)}

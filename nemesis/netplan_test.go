@@ -50,14 +50,7 @@ func TestParseScheduleRefusesBadToxics(t *testing.T) {
 		{"delay at a server", entry(`{"nemesis":"delay","trigger":{"after_grant":1},"target":"granters","length":"1s","params":{"latency":"1s"}}`), `unknown target rule "granters"`},
 		{"proxied strikes nothing", entry(`{"nemesis":"proxied","trigger":{"after_grant":1},"target":"holder","length":"1s"}`), `unknown nemesis "proxied"`},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseSchedule([]byte(tc.text))
-			require.Error(t, err)
-			require.Contains(t, err.Error(), tc.want)
-			require.NotContains(t, err.Error(), "\n", "one line")
-		})
-	}
+	refusesSchedules(t, cases)
 }
 
 // Drawn strikes are entered as they strike, with the toxic rounded as the

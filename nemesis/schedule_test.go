@@ -49,6 +49,13 @@ func TestParseScheduleRefusesBadFiles(t *testing.T) {
 		{"clock without jump", entry(`{"nemesis":"clock","trigger":{"after_grant":1},"target":"granters","length":"1s"}`), "params jump"},
 		{"bad failover mode", entry(`{"nemesis":"failover","trigger":{"after_grant":1},"target":"primary","length":"1s","params":{"mode":"pray"}}`), "unknown failover mode"},
 	}
+	refusesSchedules(t, cases)
+}
+
+// refusesSchedules checks that each case's schedule is refused in one
+// line saying want.
+func refusesSchedules(t *testing.T, cases []struct{ name, text, want string }) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseSchedule([]byte(tc.text))
