@@ -72,3 +72,14 @@ func TestSpeedPlanEntered(t *testing.T) {
 	require.Equal(t, got.Entry, s.enter(pl).Entry, "a replayed plan strikes its entry")
 	require.Len(t, env.Schedule().Faults, 1, "and enters nothing new")
 }
+
+// Every fault that strikes is schedulable (it has targeting rules, so its
+// strikes are written to schedule.json and replayed); none and proxied,
+// which strike nothing, are not.
+func TestEveryStrikingFaultIsSchedulable(t *testing.T) {
+	for _, i := range All {
+		_, ok := rulesOf[i.Name]
+		strikes := i.Name != "none" && i.Name != FaultProxied
+		require.Equal(t, strikes, ok, "%s: schedulable", i.Name)
+	}
+}
