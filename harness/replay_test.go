@@ -250,11 +250,28 @@ func TestReplayLocal(t *testing.T) {
 func TestReplayNetSpeed(t *testing.T) {
 	needServer(t)
 	needNet(t)
-	o := baseOptions(t, "redis-lua", "delay", 1890)
-	o.OpTimeout, o.Clients, o.TimeLimit = 3*time.Second, 3, 8e9
+	for i, aims := range []string{"", nemesis.AimInFlight} {
+		t.Run("aims "+aims, func(t *testing.T) {
+			t.Parallel()
+			o := baseOptions(t, "redis-lua", "delay", int64(1890+i))
+			o.OpTimeout, o.Clients, o.TimeLimit = 3*time.Second, 3, 8e9
+			rules := []nemesis.Rule{nemesis.RuleAcquirer, nemesis.RuleHolder}
+			if aims != "" {
+				o.Params, rules = map[string]string{"delay-at": aims}, rules[:1]
+			}
+			replayNetSpeed(t, o, rules)
+		})
+	}
+}
+
+// replayNetSpeed runs o (a network-speed fault), whose strikes are aimed
+// by rules, replays its schedule and checks that each replayed strike put
+// its entry's toxic on.
+func replayNetSpeed(t *testing.T, o Options, rules []nemesis.Rule) {
+	t.Helper()
 	sched, _ := drawnSchedule(t, o)
 	for i, e := range sched.Faults {
-		require.Contains(t, []nemesis.Rule{nemesis.RuleAcquirer, nemesis.RuleHolder}, e.Target, "entry %d", i)
+		require.Contains(t, rules, e.Target, "entry %d", i)
 		require.NotEmpty(t, e.Params["latency"], "entry %d records its delay", i)
 		require.NotEmpty(t, e.Params["direction"], "entry %d records its direction", i)
 	}
