@@ -152,6 +152,9 @@ func (r *run) prepare() error {
 	if r.sized != "" {
 		r.say("%s", r.sized)
 	}
+	if p.Replay != nil {
+		r.say("replaying %d faults from %s (--schedule)", len(p.Replay.Faults), p.Replay.ReplayedFrom)
+	}
 	return nil
 }
 
@@ -308,6 +311,9 @@ func (r *run) runInfo(base int64) *history.RunInfo {
 		DeadlockMs: (2*o.TTL + time.Second).Milliseconds(), BaseMonotonic: base,
 		ReadWrite: s.ReadWrite, StartupMillis: r.startup.Milliseconds(), ClusterReused: r.reused,
 	}
+	if r.plan.Replay != nil {
+		info.ReplayedFrom = r.plan.Replay.ReplayedFrom
+	}
 	if s.Lease {
 		info.TTLMillis = o.TTL.Milliseconds()
 	}
@@ -344,9 +350,10 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 
 	links := r.makeProxies()
 	wl, procs, err := r.startClients(rec, links)
+	env := r.faultEnv(rec, wl, links)
 	if err != nil {
 		rec.Record(history.Event{Type: history.RunEnd, Detail: "harness error: " + err.Error()}, nil)
-		return driven{}, err
+		return driven{}, errors.Join(err, r.writeSchedule(env))
 	}
 	r.say("%d client processes started; running for %s", len(procs), o.TimeLimit)
 
@@ -363,7 +370,10 @@ func (r *run) drive(ctx context.Context) (driven, error) {
 			stopNow()
 		}
 	})
-	wlErr, nErr := r.sideBySide(ctx, stop, stopNow, rec, wl, procs, links)
+	wlErr, nErr := r.sideBySide(ctx, stop, stopNow, rec, wl, procs, env)
+	if err := r.writeSchedule(env); err != nil {
+		nErr = errors.Join(nErr, fmt.Errorf("write %s: %w", nemesis.ScheduleFile, err))
+	}
 	d := driven{detected: det.finish(), interrupted: ctx.Err() != nil}
 	endDetail := "time limit"
 	switch {
@@ -400,15 +410,23 @@ func (r *run) startClients(rec *history.Recorder, links *proxy.Set) (*workloads.
 	return wl, procs, err
 }
 
+// faultEnv is what the run's faults act on: its cluster, its clients
+// (wl), its link proxies (links, nil without), the faults' settings and,
+// in a replay, the schedule replayed (r.plan.Replay).
+func (r *run) faultEnv(rec *history.Recorder, wl *workloads.Runner, links *proxy.Set) *nemesis.Env {
+	o := r.o
+	return &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
+		Settings: r.plan.Settings, Links: links, Replay: r.plan.Replay,
+		Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
+}
+
 // sideBySide runs the workload, the faults and the progress lines side by
 // side until stop (the time limit, or stopNow): the first error (a fault
 // that failed, a client that misbehaved) ends the others at once, and the
 // run is aborted; the workload's end ends the faults. ctx is the
 // interrupt. It returns both errors, for the record.
-func (r *run) sideBySide(ctx, stop context.Context, stopNow func(), rec *history.Recorder, wl *workloads.Runner, procs []*workloads.Process, links *proxy.Set) (wlErr, nErr error) {
+func (r *run) sideBySide(ctx, stop context.Context, stopNow func(), rec *history.Recorder, wl *workloads.Runner, procs []*workloads.Process, env *nemesis.Env) (wlErr, nErr error) {
 	o := r.o
-	env := &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
-		Settings: r.plan.Settings, Links: links, Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
 	g, gctx := errgroup.WithContext(stop)
 	g.Go(func() error {
 		nErr = nemesis.RunAll(gctx, env, r.plan.Nemeses)

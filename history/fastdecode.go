@@ -122,6 +122,10 @@ func decodeField(b []byte, i int, key []byte, e *Event, in *interner) (int, bool
 		ok = str(&e.Target)
 	case "point":
 		ok = str(&e.Point)
+	case "rule":
+		ok = str(&e.Rule)
+	case "length":
+		ok = str(&e.Length)
 	case "detail":
 		ok = str(&e.Detail)
 	}

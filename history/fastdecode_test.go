@@ -112,6 +112,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	for _, s := range []string{
 		`{"seq":7,"time":-5,"type":"ok","client":3,"op":"acquire","op_id":4,"owner":"c3-1","token":12,"latency":600}`,
 		`{"seq":1,"type":"fault-start","fault":"partition","fault_id":2,"target":"redis-1","point":"after-grant","detail":"x"}`,
+		`{"seq":1,"type":"fault-start","fault":"pause","fault_id":3,"target":"client 2","point":"after-grant","rule":"holder","length":"2.5s"}`,
 		`{"seq":1,"type":"fail","reason":"held","error":"e","mode":"read","removed":"-","valid":5,"value":1,"prev":0}`,
 	} {
 		f.Add([]byte(s))

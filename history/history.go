@@ -137,7 +137,13 @@ type Event struct {
 	// froze or killed the client right after its acquire answered ok), or
 	// one the client stopped itself at ("after-check", "after-setnx",
 	// "after-get"); empty in histories from before points existed.
-	Point  string `json:"point,omitempty"`
+	Point string `json:"point,omitempty"`
+	// Rule and Length, for a FaultStart, are the fault's targeting rule
+	// ("holder", "granters", "leader"...) and its planned length (a Go
+	// duration), as its entry in schedule.json says; empty in histories
+	// from before schedules existed.
+	Rule   string `json:"rule,omitempty"`
+	Length string `json:"length,omitempty"`
 	PID    int    `json:"pid,omitempty"`    // ClientStart: OS pid of the client process
 	Detail string `json:"detail,omitempty"` // free text
 
@@ -233,6 +239,10 @@ type RunInfo struct {
 	// scheme, with this run's --param variant, writes out: the verdict is
 	// about that code. Absent in histories of older versions.
 	Mirrors *Mirror `json:"mirrors,omitempty"`
+	// ReplayedFrom is the schedule file (locktest run --schedule) the
+	// run's faults were replayed from instead of drawn; empty when drawn,
+	// and in histories from before schedules existed.
+	ReplayedFrom string `json:"replayed_from,omitempty"`
 }
 
 // Mirror names what a reference scheme follows: a library at a version,

@@ -85,8 +85,9 @@ type clockRun struct {
 	next   time.Time  // no shift before
 }
 
-// clockShift is one drawn shift.
+// clockShift is one shift, drawn or replayed.
 type clockShift struct {
+	strike
 	targets []clusters.Node
 	jump    time.Duration // the offset
 	d, cool time.Duration // how long it lasts, and the pause after it
@@ -105,17 +106,26 @@ func (c *clockRun) strike(p *workloads.Process) {
 		names = append(names, n.Name())
 	}
 	// Recorded first: the fault is in effect from the first shift on.
-	end := fault(c.env, "clock", strings.Join(names, ","), 0, fmt.Sprintf("wall clock %s right after client %d's grant", signed(sh.jump), p.ID))
+	end := fault(c.env, sh.strike, strings.Join(names, ","), 0, fmt.Sprintf("wall clock %s right after client %d's grant", signed(sh.jump), p.ID))
 	shiftErr := shiftAll(sh.targets, sh.jump)
 	go c.hold(sh, shiftErr, end)
 }
 
-// draw takes the shift slot and draws the next shift, when one is due.
+// draw takes the shift slot and draws the next shift, when one is due
+// (in a replay: when the next entry's trigger came).
 func (c *clockRun) draw(p *workloads.Process) (clockShift, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.busy || c.fatal != nil || time.Now().Before(c.next) {
+	replay := c.env.replaying()
+	if c.closed || c.busy || c.fatal != nil || (!replay && time.Now().Before(c.next)) {
 		return clockShift{}, false
+	}
+	var next strike
+	if replay {
+		var ok bool
+		if next, ok = c.env.next("clock"); !ok || !c.env.came(next.Trigger, p.GrantNo()) {
+			return clockShift{}, false
+		}
 	}
 	granted := c.nodes
 	if g := p.Grant().Nodes; len(g) > 0 {
@@ -134,9 +144,18 @@ func (c *clockRun) draw(p *workloads.Process) (clockShift, bool) {
 	for _, i := range c.r.Perm(len(granted))[:k] {
 		sh.targets = append(sh.targets, granted[i])
 	}
-	sh.jump = scaled(c.r, c.env.TTL, 1, 3).Round(time.Millisecond) * time.Duration(c.dirs[c.r.IntN(len(c.dirs))])
-	sh.d = scaled(c.r, c.env.TTL, 1.5, 3)
-	sh.cool = scaled(c.r, c.env.TTL, 1, 2)
+	if replay {
+		c.env.take(next, p.GrantNo())
+		sh.strike = next
+		sh.jump, _ = time.ParseDuration(next.Params["jump"])
+		sh.d = next.lengthOf()
+	} else {
+		sh.jump = scaled(c.r, c.env.TTL, 1, 3).Round(time.Millisecond) * time.Duration(c.dirs[c.r.IntN(len(c.dirs))])
+		sh.d = scaled(c.r, c.env.TTL, 1.5, 3).Round(time.Millisecond)
+		sh.cool = scaled(c.r, c.env.TTL, 1, 2)
+		sh.strike = c.env.drawn(Entry{Nemesis: "clock", Trigger: afterGrant(p.GrantNo()), Target: RuleGranters, Length: dur(sh.d),
+			Params: map[string]string{"jump": signed(sh.jump)}})
+	}
 	c.busy = true
 	c.wg.Add(1)
 	return sh, true
@@ -236,18 +255,23 @@ func (*clockClient) Run(ctx context.Context, env *Env) error {
 	closed := false
 	env.Workload.OnAcquire(func(p *workloads.Process) {
 		mu.Lock()
-		if closed || len(skewed) > 0 || time.Now().Before(next) {
+		if closed || len(skewed) > 0 || (!env.replaying() && time.Now().Before(next)) {
 			mu.Unlock()
 			return
 		}
-		back := scaled(r, env.TTL, 1, 3).Round(time.Millisecond)
+		s, ok := clientSkew(env, r, p.GrantNo())
+		if !ok {
+			mu.Unlock()
+			return
+		}
+		back := s.lengthOf()
 		next = time.Now().Add(scaled(r, env.TTL, 2, 4))
 		mu.Unlock()
 		rep, err := p.Do(protocol.OpClock, "", 5*time.Second, back.Milliseconds()*-1)
 		if err != nil || rep.Outcome != string(history.OK) {
 			return // a client may not support clock skew
 		}
-		end := fault(env, "clock-client", fmt.Sprintf("client %d", p.ID), p.ID, fmt.Sprintf("client clock -%s right after its grant", back))
+		end := fault(env, s, clientTarget(p.ID), p.ID, fmt.Sprintf("client clock -%s right after its grant", back))
 		mu.Lock()
 		skewed[p.ID] = end
 		mu.Unlock()
@@ -284,6 +308,17 @@ func (*clockClient) Run(ctx context.Context, env *Env) error {
 		end("run ended")
 	}
 	return nil
+}
+
+// clientSkew is the next skew of clock-client at grant number grant: drawn
+// (its length is how far the clock goes back), or in a replay the next
+// entry once its trigger came.
+func clientSkew(env *Env, r *rand.Rand, grant int64) (strike, bool) {
+	if env.replaying() {
+		return env.dueAt("clock-client", grant)
+	}
+	back := scaled(r, env.TTL, 1, 3)
+	return env.drawn(Entry{Nemesis: "clock-client", Trigger: afterGrant(grant), Target: RuleHolder, Length: dur(back)}), true
 }
 
 // signed renders d with its sign: "+2s", "-1.5s".

@@ -57,15 +57,19 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 	if !ok {
 		return fmt.Errorf("topology %s cannot fail over: it has no primary with a replica to promote", env.Cluster.Topology())
 	}
+	mode, _ := ParseFailover(env.Settings.Failover) // validated; "" is kill
+	if s, ok := env.next("failover"); ok && env.replaying() {
+		mode, _ = ParseFailover(s.Params["mode"]) // the replayed faults' mode (validated)
+	}
 	failPrimary, how, back := fo.FailPrimary, "fail", "rejoined as a replica"
-	if env.Settings.Failover == FailoverIsolate {
+	if mode == FailoverIsolate {
 		iso, ok := clusters.As[clusters.Isolator](env.Cluster)
 		if !ok || env.Net == nil {
 			return fmt.Errorf("failover=isolate: topology %s cannot isolate its primary (redis-sentinel with the network layer can)", env.Cluster.Topology())
 		}
 		failPrimary, how, back = iso.IsolatePrimary, "isolate", "healed, came back with its stale data and rejoined as a replica"
 	}
-	f := &failoverRun{env: env, ctx: ctx, fo: fo, failPrimary: failPrimary, how: how, back: back, r: rng(env, "failover")}
+	f := &failoverRun{env: env, ctx: ctx, fo: fo, failPrimary: failPrimary, how: how, back: back, mode: mode, r: rng(env, "failover")}
 	f.next = time.Now().Add(between(f.r, 500*time.Millisecond, time.Second))
 	env.Workload.OnAcquire(f.strike)
 	<-ctx.Done()
@@ -81,6 +85,7 @@ type failoverRun struct {
 	fo          clusters.Failoverer
 	failPrimary func(context.Context) (string, error) // FailPrimary, or IsolatePrimary
 	how, back   string                                // what the fault's detail says
+	mode        string                                // FailoverKill or FailoverIsolate
 	wg          sync.WaitGroup
 
 	mu       sync.Mutex
@@ -96,19 +101,32 @@ type failoverRun struct {
 // it would.
 func (f *failoverRun) strike(p *workloads.Process) {
 	f.mu.Lock()
-	if f.closed || f.busy || time.Now().Before(f.next) {
+	replay := f.env.replaying()
+	if f.closed || f.busy || (!replay && time.Now().Before(f.next)) {
 		f.mu.Unlock()
 		return
 	}
+	var s strike
+	var cool time.Duration
+	if replay {
+		var ok bool
+		if s, ok = f.env.dueAt("failover", p.GrantNo()); !ok {
+			f.mu.Unlock()
+			return
+		}
+	} else {
+		down := between(f.r, time.Second, 2*time.Second)
+		cool = between(f.r, time.Second, 2*time.Second)
+		s = f.env.drawn(Entry{Nemesis: "failover", Trigger: afterGrant(p.GrantNo()), Target: RulePrimary, Length: dur(down),
+			Params: map[string]string{"mode": f.mode}})
+	}
 	f.busy = true
-	down := between(f.r, time.Second, 2*time.Second)
-	cool := between(f.r, time.Second, 2*time.Second)
 	// Added under the lock that Run takes before it waits: a failover
 	// begun here has rejoined before Run returns.
 	f.wg.Add(1)
 	f.mu.Unlock()
-	end := fault(f.env, "failover", "primary", p.ID, fmt.Sprintf("%s the primary right after client %d's grant and promote a replica", f.how, p.ID))
-	go f.failover(p.ID, end, down, cool)
+	end := fault(f.env, s, "primary", p.ID, fmt.Sprintf("%s the primary right after client %d's grant and promote a replica", f.how, p.ID))
+	go f.failover(p.ID, end, s.lengthOf(), cool)
 }
 
 // failover fails the primary, keeps it down for down, rejoins it and ends

@@ -40,8 +40,13 @@ type Env struct {
 	// Wait: the clients acquire with a blocking acquire (--wait), so a
 	// client fault can also strike a waiter (locks.PointWaiting).
 	Wait bool
+	// Replay is the schedule whose faults the run replays instead of
+	// drawing them (locktest run --schedule); nil draws them.
+	Replay *Schedule
 
 	faultIDs atomic.Int64
+	bookOnce sync.Once
+	book     *book // the run's schedule as it goes (Schedule); see books
 
 	nodeMu   sync.Mutex
 	nodeBusy map[string]string // server name -> the fault acting on it
@@ -402,6 +407,7 @@ func RunAll(ctx context.Context, env *Env, ns []Nemesis) error {
 	// not go on to its time limit first.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	env.books() // the faults begin: "at" triggers count from now
 	var wg sync.WaitGroup
 	errs := make([]error, len(ns))
 	for i, n := range ns {
@@ -445,42 +451,29 @@ func scaled(r *rand.Rand, base time.Duration, lo, hi float64) time.Duration {
 	return time.Duration(float64(base) * (lo + r.Float64()*(hi-lo)))
 }
 
-// fault records a fault's start and returns the function that records its
-// end, with the detail given then. client is the client process the fault
-// hits (0 for a server fault).
-func fault(env *Env, name, target string, client int, detail string) func(string) {
-	return recordFault(env, name, target, client, "", detail)
+// fault records the start of the fault s strikes, on target, and returns
+// the function that records its end, with the detail given then. client is
+// the client process the fault hits (0 for a server fault). The start
+// carries s's point, rule and length, and s is marked fired as this
+// fault.
+func fault(env *Env, s strike, target string, client int, detail string) func(string) {
+	return heldFault(env, s, target, client, detail, 0)
 }
 
 // heldFault is fault for a link fault that holds every answer on the links
-// it strikes back at least held (history.Event.Latency).
-func heldFault(env *Env, name, target string, client int, detail string, held time.Duration) func(string) {
-	return recordEvent(env, history.Event{Fault: name, Target: target, Client: client, Detail: detail, Latency: int64(held)})
-}
-
-// faultAt records the start of a client fault on client that struck at a
-// fault point (history.Event.Point) and returns the function that records
-// its end.
-func faultAt(env *Env, name string, client int, point, detail string) func(string) {
-	return recordFault(env, name, fmt.Sprintf("client %d", client), client, point, detail)
-}
-
-// recordFault records a fault's start (at point, for a client fault that
-// struck at one) and returns the function that records its end.
-func recordFault(env *Env, name, target string, client int, point, detail string) func(string) {
-	return recordEvent(env, history.Event{Fault: name, Target: target, Client: client, Point: point, Detail: detail})
-}
-
-// recordEvent records start, a fault's start event, and returns the
-// function that records its end.
-func recordEvent(env *Env, start history.Event) func(string) {
+// it strikes back at least held (history.Event.Latency; 0 for none).
+func heldFault(env *Env, s strike, target string, client int, detail string, held time.Duration) func(string) {
 	id := env.faultIDs.Add(1)
-	start.Type, start.FaultID = history.FaultStart, id
-	env.Recorder.Record(start, nil)
+	env.Recorder.Record(history.Event{Type: history.FaultStart, Fault: s.Nemesis, Target: target, Client: client, Point: s.Point,
+		Rule: string(s.Target), Length: s.Length, FaultID: id, Detail: detail, Latency: int64(held)}, nil)
+	env.fired(s, id)
 	return func(d string) {
-		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: start.Fault, Target: start.Target, Client: start.Client, FaultID: id, Detail: d}, nil)
+		env.Recorder.Record(history.Event{Type: history.FaultEnd, Fault: s.Nemesis, Target: target, Client: client, FaultID: id, Detail: d}, nil)
 	}
 }
+
+// clientTarget names client process id as a fault's target.
+func clientTarget(id int) string { return fmt.Sprintf("client %d", id) }
 
 // The checks of the faults' --param values, each one line naming the
 // param.

@@ -24,10 +24,12 @@ func (f *netSpeed) Name() string { return f.name }
 // just struck saw it as fast, or as open, as before.
 var ErrLinkFaultNoEffect = errors.New("did not take effect")
 
-// Run strikes one link fault at a time: the client-link faults at their
-// aim (an acquire in flight, the holder), slow-node right after a grant.
-// Each strike is probed as it goes in; one that did not take effect ends
-// the run (a harness error, as a partition that cut nothing).
+// Run strikes one link fault at a time, each from a schedule entry: the
+// client-link faults at their aim (an acquire in flight, the holder),
+// slow-node right after a grant; drawn by the seed, or in a replay the
+// entries' triggers, rules and toxics. Each strike is probed as it goes
+// in; one that did not take effect ends the run (a harness error, as a
+// partition that cut nothing).
 func (f *netSpeed) Run(ctx context.Context, env *Env) error {
 	if env.Links == nil {
 		return errors.New("the run has no proxies on its links")
@@ -75,16 +77,40 @@ type striker struct {
 
 func (s *striker) drawAim() string { return s.p.aims[s.r.IntN(len(s.p.aims))] }
 
-// claim takes the strike slot when a strike with aim is due.
-func (s *striker) claim(aim string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.active || s.closed || s.fatal != nil || time.Now().Before(s.next) || (aim != "" && aim != s.aim) {
-		return false
-	}
+// free reports whether the strike slot is free (under mu).
+func (s *striker) free() bool { return !s.active && !s.closed && s.fatal == nil }
+
+// takeSlot takes the strike slot (under mu, free).
+func (s *striker) takeSlot() {
 	s.active = true
 	s.wg.Add(1)
-	return true
+}
+
+// due takes the strike slot and plans the strike when a client-link strike
+// aimed by rule is due at opportunity grant: drawn, after the healthy
+// period when the aim drawn is rule's; in a replay, when the next entry is
+// aimed by rule and its trigger came (the entry is taken).
+func (s *striker) due(rule Rule, grant int64) (speedPlan, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.free() {
+		return speedPlan{}, false
+	}
+	if s.env.replaying() {
+		sk, ok := s.env.next(s.fault)
+		if !ok || sk.Target != rule || !s.env.came(sk.Trigger, grant) {
+			return speedPlan{}, false
+		}
+		s.env.take(sk, grant)
+		s.takeSlot()
+		return replayPlan(sk, grant), true
+	}
+	if time.Now().Before(s.next) || aimOf(rule) != s.aim {
+		return speedPlan{}, false
+	}
+	s.takeSlot()
+	t, d := s.drawToxic(aimOf(rule))
+	return speedPlan{rule: rule, grant: grant, t: t, d: d}, true
 }
 
 // done frees the slot and schedules the next strike after a healthy
@@ -104,33 +130,35 @@ func (s *striker) done() {
 // inFlight (OnInvoke) strikes the links of a client sending an acquire
 // that can succeed.
 func (s *striker) inFlight(proc *workloads.Process, op history.Op) {
-	if op != history.Acquire || proc.Host == nil || s.env.Workload.Holders() > 0 || !s.claim(AimInFlight) {
+	if op != history.Acquire || proc.Host == nil || s.env.Workload.Holders() > 0 {
 		return
 	}
-	s.strikeClient(proc, AimInFlight)
+	if pl, ok := s.due(RuleAcquirer, s.env.Workload.Grants()); ok {
+		s.strikeClient(proc, pl)
+	}
 }
 
 // holder (OnAcquire) strikes the links of the client that just acquired.
 func (s *striker) holder(proc *workloads.Process) {
-	if proc.Host == nil || !s.claim(AimHolder) {
+	if proc.Host == nil {
 		return
 	}
-	s.strikeClient(proc, AimHolder)
+	if pl, ok := s.due(RuleHolder, proc.GrantNo()); ok {
+		s.strikeClient(proc, pl)
+	}
 }
 
-// strikeClient puts the fault's toxic on proc's links (the slot is taken).
-func (s *striker) strikeClient(proc *workloads.Process, aim string) {
+// strikeClient puts pl's toxic on proc's links (the slot is taken).
+func (s *striker) strikeClient(proc *workloads.Process, pl speedPlan) {
 	links := s.env.Links.ClientLinks(proc.Host)
 	if len(links) == 0 {
-		s.done()
+		s.unplanned(pl, fmt.Sprintf("client %d has no proxied links", proc.ID))
 		return
 	}
-	s.mu.Lock()
-	t, d := s.drawToxic(aim)
-	s.mu.Unlock()
 	target := fmt.Sprintf("client %d | %s", proc.ID, linkServers(links))
+	t := pl.t
 	var missed func() bool
-	if aim == AimInFlight {
+	if pl.rule == RuleAcquirer {
 		// Once the probe has waited out the delay (and the jitter), the
 		// acquire aimed at has been answered: when its client does not hold the lock,
 		// another client's acquire won, and the strike stands down.
@@ -139,34 +167,90 @@ func (s *striker) strikeClient(proc *workloads.Process, aim string) {
 			return !s.env.Workload.Holding(proc.ID)
 		}
 	}
-	s.begin(target, proc.ID, aim, links, t, d, missed)
+	s.begin(target, proc.ID, pl, links, missed)
+}
+
+// unplanned frees the slot of a plan that cannot strike; a replayed entry
+// stays in the schedule, not fired, with why.
+func (s *striker) unplanned(pl speedPlan, why string) {
+	if pl.replay != nil {
+		s.env.skip(*pl.replay, why)
+	}
+	s.done()
 }
 
 // slowNodes strikes slow-node right after grants: one server's links from
 // every client (one of those that granted the holder, when its grant
-// names them).
+// names them); in a replay at the entries' triggers, by their rules.
 func (s *striker) slowNodes() {
 	nodes := s.env.Cluster.Nodes()
 	grants := grantSignal(s.env)
 	go func() {
 		for s.ctx.Err() == nil {
-			waitForGrant(s.ctx, s.env, grants, 2*s.env.TTL)
-			if s.ctx.Err() != nil || !s.claim("") {
-				sleep.For(s.ctx, 20*time.Millisecond)
+			pl, ok := s.slowNodePlan(grants)
+			if !ok {
 				continue
 			}
 			s.mu.Lock()
-			n, err := target(s.ctx, s.env, s.r, nodes, "")
-			t, d := s.drawToxic("")
+			n, rule := serverTarget(s.env, s.r, nodes, pl.rule)
 			s.mu.Unlock()
+			pl.rule = rule
 			links := s.env.Links.ServerLinks(n.Name())
-			if err != nil || len(links) == 0 {
-				s.done()
+			if len(links) == 0 {
+				s.unplanned(pl, n.Name()+" has no proxied links")
 				continue
 			}
-			s.begin(n.Name()+" (every client's link)", 0, "", links, t, d, nil)
+			s.begin(n.Name()+" (every client's link)", 0, pl, links, nil)
 		}
 	}()
+}
+
+// slowNodePlan waits for the next slow-node strike and takes the slot:
+// drawn, right after a grant once the slot is free; in a replay, the next
+// entry's trigger (a strike still under way then delays it to the next
+// opportunity once it is over). ok is false when none is due (the run
+// ended, or the slot was taken: the caller loops).
+func (s *striker) slowNodePlan(grants chan struct{}) (speedPlan, bool) {
+	if !s.env.replaying() {
+		waitForGrant(s.ctx, s.env, grants, 2*s.env.TTL)
+		if pl, ok := s.drawSlowNode(); ok {
+			return pl, true
+		}
+		sleep.For(s.ctx, 20*time.Millisecond)
+		return speedPlan{}, false
+	}
+	sk, ok := s.env.next(s.fault)
+	if !ok {
+		<-s.ctx.Done() // nothing left to replay
+		return speedPlan{}, false
+	}
+	grant, ok := s.env.awaitTrigger(s.ctx, sk, grants)
+	for ok {
+		s.mu.Lock()
+		if s.free() {
+			s.env.take(sk, grant)
+			s.takeSlot()
+			s.mu.Unlock()
+			return replayPlan(sk, grant), true
+		}
+		s.mu.Unlock()
+		ok = sleep.For(s.ctx, 20*time.Millisecond)
+		grant = s.env.Workload.Grants()
+	}
+	return speedPlan{}, false
+}
+
+// drawSlowNode takes the slot and draws a slow-node strike when the slot
+// is free and the healthy period is over.
+func (s *striker) drawSlowNode() (speedPlan, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil || !s.free() || time.Now().Before(s.next) {
+		return speedPlan{}, false
+	}
+	s.takeSlot()
+	t, d := s.drawToxic("")
+	return speedPlan{grant: s.env.Workload.Grants(), t: t, d: d}, true
 }
 
 // drawToxic draws the toxic of a strike aimed at aim and its length
@@ -203,23 +287,26 @@ func (s *striker) drawToxic(aim string) (proxy.Toxic, time.Duration) {
 	case FaultLoss:
 		t.Kind, t.Share = proxy.Loss, p.share
 	}
-	return t, d
+	// As the schedule records them (dur): a replay strikes the same.
+	t.Latency, t.Jitter = t.Latency.Round(time.Millisecond), t.Jitter.Round(time.Millisecond)
+	return t, d.Round(time.Millisecond)
 }
 
-// begin records the strike, puts the toxic on links and, in the
-// background, proves it in effect, holds it d (less when missed, asked
-// once the proof is in, says it missed its aim), takes it off, records the
-// end and frees the slot.
-func (s *striker) begin(target string, client int, aim string, links []*proxy.Link, t proxy.Toxic, d time.Duration, missed func() bool) {
+// begin records pl's strike, puts its toxic on links and, in the
+// background, proves it in effect, holds it for pl's length (less when
+// missed, asked once the proof is in, says it missed its aim), takes it
+// off, records the end and frees the slot.
+func (s *striker) begin(target string, client int, pl speedPlan, links []*proxy.Link, missed func() bool) {
+	t, d := pl.t, pl.d
 	detail := fmt.Sprintf("%s for %s", describe(t), d.Round(time.Millisecond))
-	if aim != "" {
+	if aim := aimOf(pl.rule); aim != "" {
 		detail = aim + ": " + detail
 	}
 	var held time.Duration // the least hold of each answer
 	if t.Kind == proxy.Delay && t.Direction != proxy.Upstream {
 		held = max(t.Latency-t.Jitter, 0)
 	}
-	end := heldFault(s.env, s.fault, target, client, detail, held)
+	end := heldFault(s.env, s.enter(pl), target, client, detail, held)
 	remove, err := s.env.Links.Apply(links, t)
 	if err != nil {
 		end("failed: " + err.Error())

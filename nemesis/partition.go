@@ -73,6 +73,11 @@ func (*partition) Run(ctx context.Context, env *Env) error {
 	case shapes == nil:
 		shapes = PartitionShapes
 	}
+	if env.replaying() {
+		// The shapes of the faults replayed, whatever --param says.
+		shapes = replayShapes(env)
+		_, aimed = clusters.As[mastered](env.Cluster)
+	}
 	holderShapes, timedShapes, err := sortShapes(shapes, env.Cluster)
 	if err != nil {
 		return err
@@ -250,10 +255,12 @@ func (p *partitioner) hold(end func(string), pairs [][2]*netns.Host, d time.Dura
 	}()
 }
 
-// begin applies pairs, then heals them after d, in the background.
-func (p *partitioner) begin(shape, target string, client int, pairs [][2]*netns.Host, d time.Duration) {
+// begin applies pairs, then heals them after s's length, in the
+// background.
+func (p *partitioner) begin(s strike, target string, client int, pairs [][2]*netns.Host) {
+	d := s.lengthOf()
 	// Recorded first: rules take effect while Block runs.
-	end := fault(p.env, "partition", target, client, fmt.Sprintf("%s for %s", shape, d.Round(time.Millisecond)))
+	end := fault(p.env, s, target, client, fmt.Sprintf("%s for %s", s.Params["shape"], d))
 	if err := p.env.Net.Block(context.Background(), pairs); err != nil {
 		end("failed: " + err.Error())
 		p.done()
@@ -267,26 +274,34 @@ func (p *partitioner) begin(shape, target string, client int, pairs [][2]*netns.
 // A holder shape that finds the slot taken stays due: it strikes after
 // a later acquire.
 func (p *partitioner) cutHolder(proc *workloads.Process, shapes []string) {
-	p.mu.Lock()
-	due := time.Now().After(p.nextHolder) && proc.Host != nil
-	p.mu.Unlock()
-	if !due || !p.claim() {
+	if proc.Host == nil {
 		return
 	}
+	grant := proc.GrantNo()
 	p.mu.Lock()
-	shape := shapes[p.r.IntN(len(shapes))]
-	d := scaled(p.r, p.env.TTL, 1.5, 3)
+	pl, due := p.replayed(shapes, grant)
+	drawn := false
+	if !p.env.replaying() && time.Now().After(p.nextHolder) {
+		pl, due, drawn = cutPlan{shape: shapes[p.r.IntN(len(shapes))], d: scaled(p.r, p.env.TTL, 1.5, 3)}, true, true
+	}
+	p.mu.Unlock()
+	if !due || !p.claim() {
+		return // the slot is taken: still due, it strikes after a later acquire
+	}
+	p.mu.Lock()
+	if drawn {
+		p.nextHolder = time.Now().Add(pl.d + scaled(p.r, p.env.TTL, 1, 2))
+	}
 	cut := p.servers
-	if shape == "holder-minority" {
+	if pl.shape == "holder-minority" {
 		cut = minority(p.r, p.groups)
 	}
-	p.nextHolder = time.Now().Add(d + scaled(p.r, p.env.TTL, 1, 2))
 	p.mu.Unlock()
 	if len(cut) == 0 {
 		p.done()
 		return
 	}
-	p.begin(shape, fmt.Sprintf("client %d | %s", proc.ID, names(cut)), proc.ID, clientPairs(proc.Host, cut), d)
+	p.begin(p.enter(pl, grant), fmt.Sprintf("client %d | %s", proc.ID, names(cut)), proc.ID, clientPairs(proc.Host, cut))
 }
 
 // loseReply (OnInvoke) drops the servers' answers to a client as it sends
@@ -297,7 +312,8 @@ func (p *partitioner) loseReply(proc *workloads.Process, op history.Op) {
 	if op != history.Acquire || proc.Host == nil || env.Workload.Holders() > 0 {
 		return
 	}
-	d, due := p.replyDue(1.5, 3)
+	grant := env.Workload.Grants()
+	pl, due := p.replyPlan("lost-reply", 1.5, 3, grant)
 	if !due || !p.claim() {
 		return
 	}
@@ -312,13 +328,14 @@ func (p *partitioner) loseReply(proc *workloads.Process, op history.Op) {
 		p.done()
 		return
 	}
-	end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-reply for %s", d.Round(time.Millisecond)))
+	s := p.enter(pl, grant)
+	end := fault(env, s, fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-reply for %s", s.lengthOf()))
 	if err != nil {
 		p.abortReplies(end, err) // (once: the fault ends here)
 		return
 	}
 	// (The probe's SYN goes through, the answer must not.)
-	p.hold(end, clientPairs(proc.Host, p.servers), d)
+	p.hold(end, clientPairs(proc.Host, p.servers), s.lengthOf())
 }
 
 // loseRenewals (OnAcquire) drops the servers' answers to the client that
@@ -329,16 +346,18 @@ func (p *partitioner) loseRenewals(proc *workloads.Process) {
 	if proc.Host == nil {
 		return
 	}
-	d, due := p.replyDue(0.85, 0.95)
+	grant := proc.GrantNo()
+	pl, due := p.replyPlan("lost-renewal", 0.85, 0.95, grant)
 	if !due || !p.claim() {
 		return
 	}
-	end := fault(env, "partition", fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-renewal for %s", d.Round(time.Millisecond)))
+	s := p.enter(pl, grant)
+	end := fault(env, s, fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-renewal for %s", s.lengthOf()))
 	if err := p.cutReplies(proc); err != nil {
 		p.abortReplies(end, err)
 		return
 	}
-	p.hold(end, clientPairs(proc.Host, p.servers), d)
+	p.hold(end, clientPairs(proc.Host, p.servers), s.lengthOf())
 }
 
 // replyDue draws the length, lo..hi TTLs, of the next cut of the servers'
@@ -381,61 +400,6 @@ func clientPairs(client *netns.Host, servers []*netns.Host) [][2]*netns.Host {
 	return pairs
 }
 
-// timed strikes the timed shapes, one at a time, at random times, until
-// the run ends.
-func (p *partitioner) timed(shapes []string) {
-	for len(shapes) > 0 && sleep.For(p.ctx, p.nextWait()) {
-		shape, a, b, d := p.drawTimed(shapes)
-		if len(a) == 0 || len(b) == 0 || !p.claimWithin(slotWait) {
-			continue
-		}
-		target := names(a) + " | " + names(b)
-		if shape == "bridge" {
-			// The node on neither side stays connected to both.
-			for _, s := range p.servers {
-				if !slices.Contains(a, s) && !slices.Contains(b, s) {
-					target += " (" + s.Name + " bridges them)"
-				}
-			}
-		}
-		p.begin(shape, target, 0, cross(a, b), d)
-		// Wait for this partition to heal before drawing the next one.
-		for p.busy() && sleep.For(p.ctx, 50*time.Millisecond) {
-		}
-	}
-}
-
-// nextWait draws the healthy period before the next timed shape.
-func (p *partitioner) nextWait() time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return between(p.r, time.Second, 3*time.Second)
-}
-
-// drawTimed draws a timed shape, its length and its two sides (the
-// servers, and the clients' namespaces split between them).
-func (p *partitioner) drawTimed(shapes []string) (shape string, a, b []*netns.Host, d time.Duration) {
-	p.mu.Lock()
-	shape = shapes[p.r.IntN(len(shapes))]
-	d = scaled(p.r, p.env.TTL, 1.5, 3)
-	var clients []*netns.Host
-	for _, proc := range p.env.Workload.Processes() {
-		if proc.Host != nil {
-			clients = append(clients, proc.Host)
-		}
-	}
-	slices.SortFunc(clients, func(a, b *netns.Host) int { return strings.Compare(a.Name, b.Name) })
-	a, b = groupedSides(p.r, shape, p.groups, clients)
-	p.mu.Unlock()
-	if p.master != nil && shape == "split" {
-		a, b = masterMinority(p.ctx, p.master, p.groups, p.addrs, a, b)
-	}
-	if l, ok := clusters.As[clusters.Leader](p.env.Cluster); ok && shape == "isolate-leader" {
-		a, b = leaderSides(p.ctx, l, p.servers, clients)
-	}
-	return shape, a, b, d
-}
-
 // finish waits, once the run ends, for the partition in place to heal, and
 // returns the partition that did not take effect, if one did not.
 func (p *partitioner) finish() error {
@@ -449,55 +413,6 @@ func (p *partitioner) finish() error {
 // mastered is a topology whose master its Sentinels name.
 type mastered interface {
 	MasterAddr(ctx context.Context) (string, error)
-}
-
-// masterMinority aims a split (sides a, the minority of each server group,
-// and b, as groupedSides drew them) at Sentinel's split brain: the master
-// goes to the minority side, in the place of the data node drawn there,
-// and each side keeps at least one client. Unchanged when the master
-// cannot be found.
-func masterMinority(ctx context.Context, m mastered, groups [][]*netns.Host, addrs map[*netns.Host]string, a, b []*netns.Host) ([]*netns.Host, []*netns.Host) {
-	mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	addr, err := m.MasterAddr(mctx)
-	if err != nil {
-		return a, b
-	}
-	var mh *netns.Host
-	for h, x := range addrs {
-		if x == addr {
-			mh = h
-		}
-	}
-	if i := slices.Index(b, mh); mh != nil && i >= 0 {
-		// The member of the master's group on the minority side trades
-		// places with the master.
-		var group []*netns.Host
-		for _, g := range groups {
-			if slices.Contains(g, mh) {
-				group = g
-			}
-		}
-		for j, h := range a {
-			if slices.Contains(group, h) {
-				a[j], b[i] = b[i], a[j]
-				break
-			}
-		}
-	}
-	// Clients on both sides: one moves over to a side that has none.
-	isClient := func(h *netns.Host) bool { _, server := addrs[h]; return !server }
-	count := func(hs []*netns.Host) int {
-		return len(slices.DeleteFunc(slices.Clone(hs), func(h *netns.Host) bool { return !isClient(h) }))
-	}
-	if count(a) == 0 && count(b) > 1 {
-		k := slices.IndexFunc(b, isClient)
-		a, b = append(a, b[k]), slices.Delete(b, k, k+1)
-	} else if count(b) == 0 && count(a) > 1 {
-		k := slices.IndexFunc(a, isClient)
-		b, a = append(b, a[k]), slices.Delete(a, k, k+1)
-	}
-	return a, b
 }
 
 // probeTimeout bounds a probe of a partition: a connection a partition
@@ -653,27 +568,6 @@ func groupedSides(r *rand.Rand, shape string, groups [][]*netns.Host, clients []
 		}
 	}
 	return a, b
-}
-
-// leaderSides cuts the current leader from every other server and every
-// client; nothing when the leader cannot be found (an election under way).
-func leaderSides(ctx context.Context, l clusters.Leader, servers, clients []*netns.Host) (a, b []*netns.Host) {
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	n, err := l.Leader(lctx)
-	if err != nil {
-		return nil, nil
-	}
-	h, ok := n.(clusters.Hosted)
-	if !ok || h.Host() == nil {
-		return nil, nil
-	}
-	for _, s := range servers {
-		if s != h.Host() {
-			b = append(b, s)
-		}
-	}
-	return []*netns.Host{h.Host()}, append(b, clients...)
 }
 
 func cross(a, b []*netns.Host) [][2]*netns.Host {

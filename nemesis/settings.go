@@ -83,3 +83,15 @@ func (s Settings) ClockDirections() []int {
 	}
 	return s.Clock
 }
+
+// aimsAtLeader reports whether server fault name (kill, pause-server) is
+// aimed at the leader (--param NAME=leader).
+func (s Settings) aimsAtLeader(name string) bool {
+	switch name {
+	case "kill":
+		return s.Kill == "leader"
+	case "pause-server":
+		return s.PauseServer == "leader"
+	}
+	return false
+}

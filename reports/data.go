@@ -54,6 +54,7 @@ type headerView struct {
 	Command                       string
 	Cluster, Topology, Version    string
 	Mirrors                       string // the library and version the scheme follows
+	Replayed                      string // the faults were replayed from a schedule: the line that says so
 	StartedAt, Duration           string
 	Clients                       int
 	TTL                           string
@@ -164,6 +165,9 @@ func buildHeader(h *history.History, r *checker.Result) headerView {
 	}
 	if in.Mirrors != nil {
 		hv.Mirrors = in.Mirrors.String()
+	}
+	if in.ReplayedFrom != "" {
+		hv.Replayed = replayedLine(in.ReplayedFrom)
 	}
 	if hv.Verdict == "" {
 		hv.Verdict = "NO VERDICT"

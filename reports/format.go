@@ -171,3 +171,9 @@ func niceStep(raw float64) float64 {
 	}
 	return 10 * p
 }
+
+// replayedLine says that a run's faults were replayed from a schedule
+// file (locktest run --schedule), and from which.
+func replayedLine(file string) string {
+	return "faults replayed from " + file + " (not drawn from the seed)"
+}

@@ -74,6 +74,9 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 	if h != nil && h.Info.Mirrors != nil {
 		p.printf("  mirrors %s\n", h.Info.Mirrors)
 	}
+	if h != nil && h.Info.ReplayedFrom != "" {
+		p.printf("  %s\n", replayedLine(h.Info.ReplayedFrom))
+	}
 	for i, l := range wrap(r.Why, 100) {
 		if i == 0 {
 			p.printf("  why: %s\n", l)

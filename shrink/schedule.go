@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/locktest/locktest/nemesis"
 )
 
-// ScheduleFile is the name of the fault schedule every run writes (branch
-// schedule: `locktest run --schedule FILE` replays it).
-const ScheduleFile = "schedule.json"
+// ScheduleFile is the name of the fault schedule every run writes
+// (`locktest run --schedule FILE` replays it).
+const ScheduleFile = nemesis.ScheduleFile
 
 // Schedule is a run's schedule.json: its faults in the order they were
 // drawn, each kept as the JSON object it was, and the file's other fields
@@ -28,8 +30,13 @@ type Fault struct {
 	fields map[string]json.RawMessage
 }
 
-// LoadSchedule reads a schedule file.
+// LoadSchedule reads a schedule file, one the harness can replay
+// (nemesis.LoadSchedule: unknown keys, rules or faults are refused, so
+// that a candidate's schedule is never refused halfway through a shrink).
 func LoadSchedule(path string) (*Schedule, error) {
+	if _, err := nemesis.LoadSchedule(path); err != nil {
+		return nil, err
+	}
 	var s Schedule
 	if err := readJSON(path, &s); err != nil {
 		return nil, err

@@ -41,6 +41,7 @@ type Process struct {
 	// selfStops counts the client's notices that it stops itself.
 	selfStops atomic.Int64
 	grant     history.Event // the completion of the last successful acquire
+	grantNo   int64         // the run's number of that grant (Runner.Grants), from 1
 	ready     protocol.Ready
 	resumed   atomic.Int64 // time.Now().UnixNano() of the last Resume
 	mu        sync.Mutex
@@ -168,6 +169,14 @@ func (p *Process) Grant() history.Event {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.grant
+}
+
+// GrantNo returns the run's number of the client's last successful
+// acquire: 1 for the run's first grant (Runner.Grants counts them).
+func (p *Process) GrantNo() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.grantNo
 }
 
 // Ready returns the client's handshake answer.

@@ -99,6 +99,7 @@ type Runner struct {
 	procs      map[int]*Process
 	holding    map[int]bool // clients between a successful acquire and their release
 	nextOp     int64
+	grants     int64 // successful acquires so far (outer ones, on a reentrant lock)
 }
 
 // NewRunner prepares a workload; Run starts it.
@@ -179,6 +180,15 @@ func (r *Runner) OnInvoke(h InvokeHook) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.invHooks = append(r.invHooks, h)
+}
+
+// Grants returns how many successful acquires the run has had so far
+// (outer ones, on a reentrant lock): the numbers a fault schedule's
+// after-grant triggers count (Process.GrantNo).
+func (r *Runner) Grants() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.grants
 }
 
 // Holders returns how many clients believe they hold the lock now.
@@ -385,8 +395,12 @@ func (r *Runner) cycle(ctx context.Context, p *Process, rnd *rand.Rand) error {
 	if err != nil || acq.Type != history.OK {
 		return err
 	}
+	r.mu.Lock()
+	r.grants++
+	no := r.grants
+	r.mu.Unlock()
 	p.mu.Lock()
-	p.grant = acq
+	p.grant, p.grantNo = acq, no
 	p.mu.Unlock()
 	r.setHolding(p.ID, true)
 	defer r.setHolding(p.ID, false)

@@ -12,6 +12,7 @@ import (
 	"github.com/locktest/locktest/campaigns"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/workloads"
 )
 
@@ -19,6 +20,7 @@ type runFlags struct {
 	o           harness.Options
 	hold, think string
 	seedSet     bool
+	nemesisSet  bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -41,6 +43,7 @@ to it) and prints the verdict.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.seedSet = cmd.Flags().Changed("seed")
+			f.nemesisSet = cmd.Flags().Changed("nemesis")
 			f.o.SizeForFaults = !cmd.Flags().Changed("ttl") && !cmd.Flags().Changed("hold")
 			return runRun(cmd, f)
 		},
@@ -67,6 +70,7 @@ to it) and prints the verdict.
 	fl.StringToStringVar(&f.o.Params, "param", nil, "scheme or server setting `KEY=VALUE` (repeatable; see locktest list)")
 	fl.StringVar(&f.o.ClientCmd, "client-cmd", "", "run this shell command as every client process: your own lock client speaking docs/protocol.md (needs --topology)")
 	fl.StringVar(&f.o.Topology, "cluster-topology", "", "same as --topology")
+	fl.StringVar(&f.o.Schedule, "schedule", "", "replay the faults of this `FILE` (a run's schedule.json) instead of drawing them, with the workload settings given here (--seed defaults to the file's)")
 	return c
 }
 
@@ -80,6 +84,9 @@ func runRun(cmd *cobra.Command, f *runFlags) error {
 	}
 	if f.o.Think, err = parseRange(f.think); err != nil {
 		return exitCode{exitError, fmt.Errorf("--think: %w", err)}
+	}
+	if err := scheduleDefaults(f); err != nil {
+		return exitCode{exitError, err}
 	}
 	if !f.seedSet {
 		f.o.Seed = time.Now().UnixNano() % 1_000_000_007
@@ -100,6 +107,26 @@ func runRun(cmd *cobra.Command, f *runFlags) error {
 		return exitCode{code: exitInterrupted}
 	}
 	return exitCode{code: verdictCode(out.Result.Verdict)}
+}
+
+// scheduleDefaults, for a replay (--schedule), takes the faults from the
+// file unless --nemesis names them, and the seed from it unless --seed is
+// given: the replay runs the workload the schedule was recorded with.
+func scheduleDefaults(f *runFlags) error {
+	if f.o.Schedule == "" {
+		return nil
+	}
+	if !f.nemesisSet {
+		f.o.Nemesis = ""
+	}
+	s, err := nemesis.LoadSchedule(f.o.Schedule)
+	if err != nil {
+		return err
+	}
+	if !f.seedSet {
+		f.o.Seed, f.seedSet = s.Seed, true
+	}
+	return nil
 }
 
 // parseRange reads "100ms..500ms" or a single duration

@@ -28,6 +28,14 @@ const shrinkExitHelp = `Exit codes:
   130  interrupted (Ctrl-C), also during the confirmation runs: the best
        found so far is written, and nothing is left running`
 
+// This build replays schedules: shrink's candidates run their schedule's
+// faults (locktest run --schedule FILE), the faults named by the file.
+func init() { shrink.Replay = replaySchedule }
+
+// replaySchedule makes o replay the schedule in file instead of drawing
+// faults from --nemesis names.
+func replaySchedule(o *harness.Options, file string) { o.Schedule, o.Nemesis = file, "" }
+
 // ShrinkOptions are the flags of `locktest shrink`.
 type ShrinkOptions struct {
 	Budget     time.Duration

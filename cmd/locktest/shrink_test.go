@@ -123,6 +123,7 @@ func TestShrinkRealRun(t *testing.T) {
 		page, err := os.ReadFile(filepath.Join(out, shrink.PageFile))
 		require.NoError(t, err)
 		require.Contains(t, string(page), `class="own"`)
+		replayedSchedule(t, rep, h)
 	})
 
 	t.Run("interrupted", func(t *testing.T) {
@@ -158,6 +159,36 @@ func TestShrinkRealRun(t *testing.T) {
 			require.NotEqual(t, history.Never, f.End, "fault %s never healed", f.Name)
 		}
 	})
+}
+
+// replayedSchedule checks that a shrink of a run with a schedule.json
+// shrank over the schedule's faults (ddmin over its entries, then shorter
+// lengths) and that the minimal run h replayed its schedule.
+func replayedSchedule(t *testing.T, rep *shrink.Report, h *history.History) {
+	t.Helper()
+	require.True(t, rep.Replay, "the candidates replay schedules (note: %s)", rep.Note)
+	require.NotEmpty(t, rep.Original.Faults, "the original's schedule.json holds its faults")
+	tried := map[shrink.Step]int{}
+	for _, c := range rep.Candidates {
+		tried[c.Step]++
+		require.NotEqual(t, shrink.StepNemeses, c.Step, "with a schedule, faults are cut entry by entry, not by --nemesis name")
+	}
+	if len(rep.Original.Faults) > 1 {
+		require.Positive(t, tried[shrink.StepFaults], "ddmin over the schedule's entries")
+		require.Less(t, len(rep.Minimal.Faults), len(rep.Original.Faults), "fewer faults: %v of %v", rep.Minimal.Faults, rep.Original.Faults)
+	}
+	require.NotEmpty(t, rep.Minimal.Faults, "the violation needs a pause")
+	require.Positive(t, tried[shrink.StepLengths], "shorter fault lengths tried")
+	t.Logf("original faults %v; minimal %v", rep.Original.Faults, rep.Minimal.Faults)
+	require.Contains(t, rep.Command, "--schedule "+shrink.ReproSched)
+	require.NotEmpty(t, h.Info.ReplayedFrom, "the minimal run replayed its schedule")
+	var fired int
+	for _, f := range h.Faults {
+		if f.Name == "pause" {
+			fired++
+		}
+	}
+	require.Positive(t, fired, "the minimal run's replay injected its pause")
 }
 
 // statePIDs are the processes (servers, clients) the runs recorded in
