@@ -416,7 +416,7 @@ func (r *run) startClients(rec *history.Recorder, links *proxy.Set) (*workloads.
 func (r *run) faultEnv(rec *history.Recorder, wl *workloads.Runner, links *proxy.Set) *nemesis.Env {
 	o := r.o
 	return &nemesis.Env{Recorder: rec, Cluster: r.cl, Workload: wl, TTL: o.TTL, Seed: o.Seed, Net: r.network, Params: o.Params,
-		Settings: r.plan.Settings, Links: links, Replay: r.plan.Replay,
+		Settings: r.plan.Settings, Links: links, Replay: r.plan.Replay, Traits: r.plan.Scheme.Traits,
 		Wait: o.Wait} // with --wait, pause freezes waiters too (locks.PointWaiting)
 }
 

@@ -40,6 +40,9 @@ type Env struct {
 	// Wait: the clients acquire with a blocking acquire (--wait), so a
 	// client fault can also strike a waiter (locks.PointWaiting).
 	Wait bool
+	// Traits are what the lock under test promises (a session, renewals):
+	// a fault aims where it can hurt such a lock.
+	Traits history.Traits
 	// Replay is the schedule whose faults the run replays instead of
 	// drawing them (locktest run --schedule); nil draws them.
 	Replay *Schedule

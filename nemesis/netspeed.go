@@ -51,6 +51,19 @@ const (
 // Aims are the aims a client-link fault draws from.
 var Aims = []string{AimInFlight, AimHolder}
 
+// DefaultAims are the aims a client-link fault draws from when --param
+// delay-at does not say: the ones that can hurt the lock. A late answer
+// to an acquire in flight (a grant used after its lease ran out) hurts
+// every lease; slowing the holder's links hurts only a lock whose holder
+// keeps it alive over them (session heartbeats, lease renewals): a plain
+// lease runs out on the server whatever the holder's links do.
+func DefaultAims(t history.Traits) []string {
+	if t.Session || t.Renews {
+		return Aims
+	}
+	return []string{AimInFlight}
+}
+
 // netSpeedNeeds: the run's network (namespaces, root) and the proxies.
 var netSpeedNeeds = Needs{Net: true, Proxies: true}
 
@@ -58,7 +71,7 @@ var netSpeedNeeds = Needs{Net: true, Proxies: true}
 var NetSpeedFaults = []Info{
 	{FaultProxied, "no fault, with every client-server link through its proxy: the baseline of the network-speed faults (none, through the proxies); needs root",
 		func() Nemesis { return proxiedOnly{} }, netSpeedNeeds, nil, ""},
-	{FaultDelay, "latency on a client's links through their proxies, 1.2-2.5x the TTL by default (--param delay=50ms..200ms, jitter=10ms, delay-direction=both|upstream|downstream): on the answers to an acquire in flight (the grant arrives late) or both ways on the holder's links right after a grant (its renewals and session heartbeats late), drawn by the seed (--param delay-at=in-flight,holder); needs root",
+	{FaultDelay, "latency on a client's links through their proxies, 1.2-2.5x the TTL by default (--param delay=50ms..200ms, jitter=10ms, delay-direction=both|upstream|downstream): on the answers to an acquire in flight (the grant arrives late) or both ways on the holder's links right after a grant (its renewals and session heartbeats late), drawn by the seed among those that can hurt the lock (the holder's links only for a lock with a session or renewals; --param delay-at=in-flight,holder chooses); needs root",
 		func() Nemesis { return &netSpeed{name: FaultDelay} }, netSpeedNeeds,
 		&Param{Check: checkDelayRange(FaultDelay), Keys: map[string]func(string) error{"jitter": checkJitter, "delay-direction": checkDirection, "delay-at": checkAims}}, ""},
 	{FaultSlowNode, "right after a grant, one server (one of those that granted it, when the grant names them) answers every client late: its links delayed both ways by 0.5-2x the TTL (--param slow-node=LO..HI); Redlock's slow minority; needs root",

@@ -145,3 +145,13 @@ func TestHealFailureEndsTheRun(t *testing.T) {
 	require.ErrorContains(t, s.fatal, "delay on client 1 | redis-1: heal failed: toxic lt3-downstream not found")
 	require.Error(t, ctx.Err(), "the run goes on")
 }
+
+// TestDefaultAims: unless --param delay-at says, a client-link fault slows
+// the holder's links only where that can hurt (a session's heartbeats, a
+// lease's renewals); every lock gets the late answer to an acquire.
+func TestDefaultAims(t *testing.T) {
+	require.Equal(t, []string{AimInFlight}, DefaultAims(history.Traits{Lease: true}))
+	require.Equal(t, []string{AimInFlight}, DefaultAims(history.Traits{Lease: true, ChecksValidity: true}))
+	require.Equal(t, Aims, DefaultAims(history.Traits{Session: true}))
+	require.Equal(t, Aims, DefaultAims(history.Traits{Lease: true, Renews: true}))
+}

@@ -40,6 +40,9 @@ func (f *netSpeed) Run(ctx context.Context, env *Env) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	if strings.TrimSpace(env.Params["delay-at"]) == "" {
+		p.aims = DefaultAims(env.Traits)
+	}
 	s := &striker{env: env, fault: f.name, p: p, ctx: ctx, stop: stop, r: rng(env, f.name)}
 	s.next = time.Now().Add(between(s.r, 500*time.Millisecond, time.Second))
 	s.aim = s.drawAim()
@@ -120,9 +123,12 @@ func (s *striker) done() {
 	s.active = false
 	s.next = time.Now().Add(scaled(s.r, s.env.TTL, 1, 2))
 	if s.soon {
+		// The strike missed (the acquire it aimed at was refused): the
+		// same aim again, soon, until one lands on a grant.
 		s.next, s.soon = time.Now().Add(between(s.r, 100*time.Millisecond, 300*time.Millisecond)), false
+	} else {
+		s.aim = s.drawAim()
 	}
-	s.aim = s.drawAim()
 	s.mu.Unlock()
 	s.wg.Done()
 }
