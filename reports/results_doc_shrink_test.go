@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/locktest/locktest/nemesis"
 	"github.com/locktest/locktest/reports"
 	"github.com/locktest/locktest/shrink"
 )
@@ -16,4 +17,12 @@ func TestResultsDocCoversShrinkReport(t *testing.T) {
 	fields := reports.DocCoversEveryField(t, shrink.Report{})
 	require.Contains(t, fields, "shrink.Try")
 	require.Contains(t, fields, "shrink.Config")
+}
+
+// TestResultsDocCoversSchedule: the same for a run's schedule.json
+// (nemesis.Schedule), which `locktest run --schedule` reads back.
+func TestResultsDocCoversSchedule(t *testing.T) {
+	fields := reports.DocCoversEveryField(t, nemesis.Schedule{})
+	require.Contains(t, fields, "nemesis.Entry")
+	require.Contains(t, fields, "nemesis.Trigger")
 }
