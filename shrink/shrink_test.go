@@ -478,3 +478,20 @@ func TestShrinkCandidateLeavesConfirmationItsReserve(t *testing.T) {
 		require.True(t, cut, "budget %s: the candidate that reached the reserve was cut:\n%s", budget, progress.String())
 	}
 }
+
+// TestBaselineKeepsAFaultBegunWithinTheViolation: the --stop-early
+// baseline keeps the faults begun before the first violation was complete,
+// not only those before it began (a redlock run: the clock jumped 1.4 ms
+// after the first holder's grant, within the double holder it caused, and
+// a baseline without it never failed again).
+func TestBaselineKeepsAFaultBegunWithinTheViolation(t *testing.T) {
+	r, o := newStub(t)
+	orig := original(t, true)
+	a := &orig.Result.Anomalies[0]
+	a.Start, a.End = faultStart(3)-int64(10*time.Millisecond), faultStart(3)+int64(20*time.Millisecond)
+	rep, err := Shrink(context.Background(), r, orig, o)
+	require.NoError(t, err)
+	require.Equal(t, StoppedDone, rep.Stopped)
+	require.Len(t, rep.Minimal.Schedule.Faults, 1)
+	require.Equal(t, int64(3), rep.Minimal.Schedule.Faults[0].ID())
+}

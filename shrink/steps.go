@@ -47,7 +47,9 @@ func (s *shrinker) baseline() (bool, error) {
 }
 
 // beforeViolation are the indices of the scheduled faults that fired and
-// began no later than the original's first violation.
+// began no later than the original's first violation was complete (its
+// end: a clock jump right after the first holder's grant begins after
+// the anomaly does, and is what makes the second grant).
 func (s *shrinker) beforeViolation() []int {
 	start := map[int64]int64{}
 	for _, f := range s.orig.Faults {
@@ -57,7 +59,7 @@ func (s *shrinker) beforeViolation() []int {
 	var keep []int
 	for i, f := range s.best.Schedule.Faults {
 		t, known := start[f.ID()]
-		if f.Fired() && (!known || t <= first.Start) {
+		if f.Fired() && (!known || t <= max(first.Start, first.End)) {
 			keep = append(keep, i)
 		}
 	}
