@@ -112,7 +112,9 @@ func (r Rate) String() string {
 	s := fmt.Sprintf("%d of %d tries", r.Reproduced, r.Tries)
 	switch {
 	case r.Reproduced == 0:
-	case r.MedianAfterFaultNs >= 0:
+	case r.MedianAfterFaultNs == 0: // begun within the anomaly's window (AfterFaultNs)
+		s += ", first violation while the fault was on (median)"
+	case r.MedianAfterFaultNs > 0:
 		s += fmt.Sprintf(", first violation %.1f s after the fault (median)", time.Duration(r.MedianAfterFaultNs).Seconds())
 	default:
 		s += fmt.Sprintf(", first violation %.1f s into the run (median), with no fault before it", time.Duration(r.MedianFirstViolationNs).Seconds())

@@ -495,3 +495,11 @@ func TestBaselineKeepsAFaultBegunWithinTheViolation(t *testing.T) {
 	require.Len(t, rep.Minimal.Schedule.Faults, 1)
 	require.Equal(t, int64(3), rep.Minimal.Schedule.Faults[0].ID())
 }
+
+// TestRateWords: a fault begun within the anomaly's window is said as such,
+// not "0.0 s after the fault".
+func TestRateWords(t *testing.T) {
+	require.Equal(t, "5 of 5 tries, first violation while the fault was on (median)", Rate{Tries: 5, Reproduced: 5}.String())
+	require.Equal(t, "4 of 5 tries, first violation 1.1 s after the fault (median)", Rate{Tries: 5, Reproduced: 4, MedianAfterFaultNs: int64(1100 * time.Millisecond)}.String())
+	require.Equal(t, "2 of 3 tries, first violation 2.0 s into the run (median), with no fault before it", Rate{Tries: 3, Reproduced: 2, MedianAfterFaultNs: -1, MedianFirstViolationNs: int64(2 * time.Second)}.String())
+}
