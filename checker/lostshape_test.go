@@ -34,21 +34,26 @@ func lostShapeHistory(t testing.TB, cfg histgen.Config) (*history.History, histg
 }
 
 // TestLostShapeProbe prints how the linearizable property fares on the
-// shape (LOCKTEST_PROBE=1; a measurement, not a test).
+// shape (LOCKTEST_PROBE=1; a measurement, not a test): 10k and 100k
+// operations (LOCKTEST_PROBE_OPS), 50 clients, 1% and 5% lost, valid and
+// with 3 injected double grants, one seed (LOCKTEST_PROBE_SEED).
+//
+//	LOCKTEST_PROBE=1 go test ./checker -run TestLostShapeProbe -v -timeout 30m
 func TestLostShapeProbe(t *testing.T) {
 	if os.Getenv("LOCKTEST_PROBE") == "" {
 		t.Skip("a measurement: set LOCKTEST_PROBE=1")
 	}
-	for _, c := range []struct {
-		ops     int
-		lost    float64
-		doubles int
-	}{{10_000, 0.05, 0}, {10_000, 0.05, 3}} {
-		h, inj := lostShapeHistory(t, lostShape(1, c.ops, 50, c.lost, c.doubles))
-		start := time.Now()
-		p, _ := checkLinearizable(newFacts(h), DefaultOptions())
-		fmt.Printf("ops=%d lost=%.2f doubles=%d injected=%d: %s %s in %v: %s\n", c.ops, c.lost, c.doubles,
-			len(inj.DoubleHolders), p.Status, p.Engine, time.Since(start).Round(time.Millisecond), p.Detail)
+	seed := uint64(envInts(t, "LOCKTEST_PROBE_SEED", []int{1})[0])
+	for _, ops := range envInts(t, "LOCKTEST_PROBE_OPS", []int{10_000, 100_000}) {
+		for _, lost := range []float64{0.01, 0.05} {
+			for _, doubles := range []int{0, 3} {
+				h, inj := lostShapeHistory(t, lostShape(seed, ops, 50, lost, doubles))
+				start := time.Now()
+				p, _ := checkLinearizable(newFacts(h), DefaultOptions())
+				fmt.Printf("seed=%d ops=%d lost=%.2f doubles=%d injected=%d: %s %s in %v: %s\n", seed, ops, lost, doubles,
+					len(inj.DoubleHolders), p.Status, p.Engine, time.Since(start).Round(time.Millisecond), p.Detail)
+			}
+		}
 	}
 }
 
