@@ -27,7 +27,7 @@ import "slices"
 // that cut stops (a narrow beam is fast, and decides most histories of the
 // shape; a wider one gets through where it did not); then the exact pass
 // decides.
-var passBeams = []int{4, 16, 64}
+var passBeams = []int{4, 8, 16, 64}
 
 // cutBeam keeps the s.beam most promising configurations of s.next.
 func (s *sweep) cutBeam() {

@@ -78,12 +78,7 @@ func TestBeamPassIsALinearization(t *testing.T) {
 		require.NoError(t, err)
 		check(fmt.Sprintf("histgen %+v", cfg), h)
 
-		lcfg := lostgen.Config{
-			Seed: int64(i), Ops: 60 + rng.IntN(240), Clients: 2 + rng.IntN(5),
-			Lost:  []float64{0.05, 0.1, 0.2}[rng.IntN(3)],
-			Lease: 24 * time.Millisecond, OpTimeout: time.Duration(5+rng.IntN(16)) * 24 * time.Millisecond,
-			RoundTrip: 300 * time.Microsecond, Hold: 2 * time.Millisecond, Think: 2 * time.Millisecond,
-		}
+		lcfg := smallLostShape(int64(i), rng)
 		lh, _, err := lostgen.GenerateHistory(lcfg)
 		require.NoError(t, err)
 		check(fmt.Sprintf("lostgen %+v", lcfg), lh)
