@@ -100,6 +100,10 @@ type SearchStats struct {
 	// (Options.SearchBudget) ran out or the check was cancelled, not for
 	// its bound.
 	OutOfTime bool `json:"out_of_time,omitempty"`
+	// Beam counts the configurations the first pass dropped to keep at
+	// most its beam open (sweep_beam.go): a failure of that pass is then
+	// confirmed by the exact pass.
+	Beam int64 `json:"beam_cut,omitempty"`
 }
 
 // config is one way the lock may be after the operations read so far.
@@ -230,6 +234,10 @@ type sweepPass struct {
 	// budget ran out, or the check was cancelled.
 	halt  func() bool
 	polls int
+	// beam, when not 0, keeps at most beam configurations open after a
+	// return (the first pass; sweep_beam.go): a failure is then not a
+	// proof.
+	beam int
 }
 
 // haltEvery is how many returns and explorations the sweep reads between
@@ -512,6 +520,7 @@ func (s *sweep) ret(i int32) {
 		}
 	}
 	s.prune()
+	s.cutBeam()
 	if forced && len(s.next) == 1 {
 		s.stats.Forced++
 	} else {

@@ -43,12 +43,7 @@ func TestLostShapeAgreesWithPorcupine(t *testing.T) {
 		rng := rand.New(rand.NewPCG(17, 1))
 		decided, illegal := 0, 0
 		for i := range n {
-			cfg := lostgen.Config{
-				Seed: int64(i), Ops: 60 + rng.IntN(240), Clients: 2 + rng.IntN(5),
-				Lost:  []float64{0.05, 0.1, 0.2}[rng.IntN(3)],
-				Lease: 24 * time.Millisecond, OpTimeout: time.Duration(5+rng.IntN(16)) * 24 * time.Millisecond,
-				RoundTrip: 300 * time.Microsecond, Hold: 2 * time.Millisecond, Think: 2 * time.Millisecond,
-			}
+			cfg := smallLostShape(int64(i), rng)
 			if rng.IntN(2) == 0 {
 				cfg.Double = 1 + rng.IntN(cfg.Ops/40+1)
 				cfg.Mix = []lostgen.Mix{lostgen.MixCertain, lostgen.MixMixed, lostgen.MixExplainable}[rng.IntN(3)]
@@ -105,4 +100,16 @@ func TestLostShapeAgreesWithPorcupine(t *testing.T) {
 	require.Positive(t, rules.spent, "no dominance counted spent lost acquires")
 	require.Positive(t, rules.expiredOverFree, "no expired holder dominated a free lock")
 	require.Positive(t, rules.refusedAtOnce, "no refused release was placed at once")
+}
+
+// smallLostShape is internal/lostgen's configuration of issue 17's shape
+// small enough for porcupine: 60-300 operations, 2-6 clients, 5-20% lost,
+// op timeouts of 5-20 leases.
+func smallLostShape(seed int64, rng *rand.Rand) lostgen.Config {
+	return lostgen.Config{
+		Seed: seed, Ops: 60 + rng.IntN(240), Clients: 2 + rng.IntN(5),
+		Lost:  []float64{0.05, 0.1, 0.2}[rng.IntN(3)],
+		Lease: 24 * time.Millisecond, OpTimeout: time.Duration(5+rng.IntN(16)) * 24 * time.Millisecond,
+		RoundTrip: 300 * time.Microsecond, Hold: 2 * time.Millisecond, Think: 2 * time.Millisecond,
+	}
 }

@@ -3,6 +3,7 @@ package checker
 import (
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,21 +35,26 @@ func lostShapeHistory(t testing.TB, cfg histgen.Config) (*history.History, histg
 }
 
 // TestLostShapeProbe prints how the linearizable property fares on the
-// shape (LOCKTEST_PROBE=1; a measurement, not a test).
+// shape (LOCKTEST_PROBE=1; a measurement, not a test): 10k and 100k
+// operations (LOCKTEST_PROBE_OPS), 50 clients, 1% and 5% lost, valid and
+// with 3 injected double grants, one seed (LOCKTEST_PROBE_SEED).
+//
+//	LOCKTEST_PROBE=1 go test ./checker -run TestLostShapeProbe -v -timeout 30m
 func TestLostShapeProbe(t *testing.T) {
 	if os.Getenv("LOCKTEST_PROBE") == "" {
 		t.Skip("a measurement: set LOCKTEST_PROBE=1")
 	}
-	for _, c := range []struct {
-		ops     int
-		lost    float64
-		doubles int
-	}{{10_000, 0.05, 0}, {10_000, 0.05, 3}} {
-		h, inj := lostShapeHistory(t, lostShape(1, c.ops, 50, c.lost, c.doubles))
-		start := time.Now()
-		p, _ := checkLinearizable(newFacts(h), DefaultOptions())
-		fmt.Printf("ops=%d lost=%.2f doubles=%d injected=%d: %s %s in %v: %s\n", c.ops, c.lost, c.doubles,
-			len(inj.DoubleHolders), p.Status, p.Engine, time.Since(start).Round(time.Millisecond), p.Detail)
+	seed := uint64(envInts(t, "LOCKTEST_PROBE_SEED", []int{1})[0])
+	for _, ops := range envInts(t, "LOCKTEST_PROBE_OPS", []int{10_000, 100_000}) {
+		for _, lost := range []float64{0.01, 0.05} {
+			for _, doubles := range []int{0, 3} {
+				h, inj := lostShapeHistory(t, lostShape(seed, ops, 50, lost, doubles))
+				start := time.Now()
+				p, _ := checkLinearizable(newFacts(h), DefaultOptions())
+				fmt.Printf("seed=%d ops=%d lost=%.2f doubles=%d injected=%d: %s %s in %v: %s\n", seed, ops, lost, doubles,
+					len(inj.DoubleHolders), p.Status, p.Engine, time.Since(start).Round(time.Millisecond), p.Detail)
+			}
+		}
 	}
 }
 
@@ -89,4 +95,101 @@ func TestLostShapeFrontier(t *testing.T) {
 		}
 	}
 	fmt.Println("stats", s.stats)
+}
+
+// withLateDouble returns evs with a double grant injected late (after
+// frac of the run): the first acquire refused "held" from then on, whose
+// invocation and return both fall inside another client's sure hold
+// (acquire returned ok, release not invoked yet, within half a lease of its
+// invocation), is granted instead, with an owner of its own. The hold it
+// overlaps is definite, so the double grant is proven whatever the lost
+// answers did. histgen injects its double grants at the first chance, at
+// the start of the run; the are late. ok is false when there is
+// no such acquire.
+func withLateDouble(evs []history.Event, frac float64, ttl time.Duration) (out []history.Event, opID int64, ok bool) {
+	out = slices.Clone(evs)
+	type hold struct{ call, ret int64 }
+	holds := map[int]hold{}
+	calls := map[int64]int64{}
+	from := out[int(float64(len(out))*frac)].Time
+	for i := range out {
+		e := &out[i]
+		switch {
+		case e.Type == history.Invoke:
+			calls[e.OpID] = e.Time
+			if e.Op == history.Release {
+				delete(holds, e.Client)
+			}
+		case e.Op == history.Acquire && e.Type == history.OK:
+			holds[e.Client] = hold{calls[e.OpID], e.Time}
+		case e.Op == history.Acquire && e.Type == history.Fail && e.Reason == history.ReasonHeld && e.Time >= from:
+			for c, hd := range holds {
+				if c != e.Client && hd.ret < calls[e.OpID] && e.Time < hd.call+int64(ttl)/2 {
+					e.Type, e.Reason, e.Owner = history.OK, "", fmt.Sprintf("late-double-%d", e.OpID)
+					return out, e.OpID, true
+				}
+			}
+		}
+	}
+	return out, 0, false
+}
+
+// TestLostShapeLateDouble prints how the linearizable property fares on
+// the shape with one double grant late in the run (LOCKTEST_PROBE=1; a
+// measurement): it must fail, by the sweep or by the proof.
+//
+//	LOCKTEST_PROBE=1 go test ./checker -run TestLostShapeLateDouble -v -timeout 30m
+func TestLostShapeLateDouble(t *testing.T) {
+	if os.Getenv("LOCKTEST_PROBE") == "" {
+		t.Skip("a measurement: set LOCKTEST_PROBE=1")
+	}
+	for _, ops := range envInts(t, "LOCKTEST_PROBE_OPS", []int{10_000, 100_000}) {
+		for _, lost := range []float64{0.01, 0.05} {
+			cfg := lostShape(1, ops, 50, lost, 0)
+			evs, id, ok := withLateDouble(histgen.Generate(cfg).Events, 0.8, cfg.TTL)
+			require.True(t, ok)
+			h, err := history.FromEvents(evs)
+			require.NoError(t, err)
+			start := time.Now()
+			p, _ := checkLinearizable(newFacts(h), DefaultOptions())
+			fmt.Printf("ops=%d lost=%.2f late double (op %d): %s %s in %v: %s\n", ops, lost, id,
+				p.Status, p.Engine, time.Since(start).Round(time.Millisecond), p.Detail)
+			require.Equal(t, Fail, p.Status)
+		}
+	}
+}
+
+// TestLostShapeHistgenSeeds holds the linearizable property on histgen's
+// OpTimeout shape over 20 seeds (LOCKTEST_PROBE=1; LOCKTEST_PROBE_OPS,
+// default 10k and 100k operations), 50 clients, 1% and 5% lost, valid
+// (histgen's clients and server keep the lock's promises): every history
+// passes, decided by the lock sweep, never out of its bound or budget.
+//
+//	LOCKTEST_PROBE=1 go test ./checker -run TestLostShapeHistgenSeeds -v -timeout 30m
+func TestLostShapeHistgenSeeds(t *testing.T) {
+	if os.Getenv("LOCKTEST_PROBE") == "" {
+		t.Skip("a measurement: set LOCKTEST_PROBE=1")
+	}
+	for _, ops := range envInts(t, "LOCKTEST_PROBE_OPS", []int{10_000, 100_000}) {
+		for _, lost := range []float64{0.01, 0.05} {
+			var slowest time.Duration
+			maxF, widened := 0, 0
+			for seed := uint64(1); seed <= 20; seed++ {
+				h, _ := lostShapeHistory(t, lostShape(seed, ops, 50, lost, 0))
+				start := time.Now()
+				p, _ := checkLinearizable(newFacts(h), DefaultOptions())
+				slowest = max(slowest, time.Since(start))
+				what := fmt.Sprintf("seed %d, %d ops, %.0f%% lost", seed, ops, lost*100)
+				require.Equal(t, Pass, p.Status, "%s: %s", what, p.Detail)
+				require.Equal(t, EngineLock, p.Engine, "%s: %s", what, p.Detail)
+				require.False(t, p.Search.Exceeded, "%s: %s", what, p.Detail)
+				maxF = max(maxF, p.Search.MaxFrontier)
+				if p.Search.MaxFrontier > passBeams[0] {
+					widened++
+				}
+			}
+			fmt.Printf("%d ops, 50 clients, %.0f%% lost: 20 seeds pass, slowest %v, at most %d configurations, beam widened on %d\n",
+				ops, lost*100, slowest.Round(time.Millisecond), maxF, widened)
+		}
+	}
 }

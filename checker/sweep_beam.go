@@ -1,0 +1,79 @@
+package checker
+
+import "slices"
+
+// The first pass's beam (issue 17's histgen OpTimeout shape): when more
+// than beam configurations stay open after a return, the first pass keeps
+// the beam most promising ones and drops the rest.
+//
+// Why it is sound. Dropping a configuration only removes ways to order the
+// history; every configuration the sweep keeps was built step by step by
+// the model from the empty lock (dominance and pruning only delete). So
+// when a pass that cut reaches the end with a configuration open, that
+// configuration is a linearization of the history (of the restricted
+// model, a subset of the full one): linearizable, exactly. When a pass
+// that cut stops at an operation it cannot place, that proves nothing (the
+// dropped configurations might have placed it): SearchStats.Beam says so,
+// and runLockSweepHalt hands the history to the exact pass, as for the
+// other approximations of the first pass (Approx, Restricted).
+//
+// Which ones are kept changes only how often the pass gets through, never a
+// verdict: those that used the fewest lost operations (those left can
+// still explain refusals to come), then the earliest clock and the latest
+// failed-acquire horizon (the dominance order), then the order they were
+// built in.
+
+// passBeams are the beams of the first pass, tried in turn while a pass
+// that cut stops (a narrow beam is fast, and decides most histories of the
+// shape; a wider one gets through where it did not); then the exact pass
+// decides.
+var passBeams = []int{4, 8, 16, 64}
+
+// cutBeam keeps the s.beam most promising configurations of s.next.
+func (s *sweep) cutBeam() {
+	if s.beam <= 0 || len(s.next) <= s.beam {
+		return
+	}
+	s.order = s.order[:0]
+	for i := range s.next {
+		s.order = append(s.order, int32(i))
+	}
+	slices.SortStableFunc(s.order, func(i, j int32) int {
+		a, b := &s.next[i], &s.next[j]
+		if ua, ub := usedTotal(a.used), usedTotal(b.used); ua != ub {
+			return cmpInt64(int64(ua), int64(ub))
+		}
+		if ia, ib := usedLate(a.used), usedLate(b.used); ia != ib {
+			return cmpInt64(ib, ia)
+		}
+		if a.s.now != b.s.now {
+			return cmpInt64(a.s.now, b.s.now)
+		}
+		return cmpInt64(b.failedUpTo, a.failedUpTo)
+	})
+	s.keep = append(s.keep[:0], make([]bool, len(s.next))...)
+	for _, i := range s.order[:s.beam] {
+		s.keep[i] = true
+	}
+	s.stats.Beam += int64(len(s.next) - s.beam)
+	out := s.next[:0]
+	for i := range s.next {
+		if s.keep[i] {
+			out = append(out, s.next[i])
+		}
+	}
+	s.next = out
+}
+
+// usedLate is how late the lost operations a configuration used were
+// invoked (pools are numbered as their first operation is): of two that
+// used as many, the one that used later ones keeps the older ones, whose
+// clean-up releases come first, so that they become spent (free to hold
+// the lock for good) sooner.
+func usedLate(used []poolUse) int64 {
+	n := int64(0)
+	for _, u := range used {
+		n += int64(u.pool) * int64(u.n)
+	}
+	return n
+}

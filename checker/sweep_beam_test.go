@@ -1,0 +1,90 @@
+package checker
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/histgen"
+	"github.com/locktest/locktest/internal/lostgen"
+)
+
+// TestBeamPassIsALinearization holds the first pass's beam (sweep_beam.go)
+// to its contract on issue 17's shape, small enough for porcupine: a pass
+// that cut and still reached the end found a linearization (porcupine
+// passes the history), and a pass that cut and stopped proves nothing: the
+// test requires histories where a narrow beam stopped although porcupine
+// passes them (so treating such a stop as a failure would be caught), and
+// where it cut and passed (so the pass is tested). runLockSweep, which
+// widens the beam and then runs the exact pass, must agree with porcupine
+// on every one of them.
+func TestBeamPassIsALinearization(t *testing.T) {
+	n := 240
+	if testing.Short() || raceEnabled {
+		n = 60
+	}
+	opts := DefaultOptions()
+	var cutPassed, cutStoppedLegal, decided int
+	check := func(what string, h *history.History) {
+		kept, dropped, m := prepareLock(h, int64(opts.Slack))
+		ow := newOwners(0)
+		all := lockOps(h, ow)
+		want := porcupineVerdict(newLockModel(h.Info, int64(opts.Slack), ow), all, time.Second)
+		if want == porcupine.Unknown {
+			return
+		}
+		decided++
+		for _, beam := range []int{1, 2} {
+			s := newSweep(m, opts.SearchBound)
+			s.mergeOrphans, s.look = true, newLookahead(kept, m.ow)
+			s.beam = beam
+			passed := s.runAll(kept)
+			if s.stats.Exceeded || s.stats.Beam == 0 {
+				continue
+			}
+			if passed {
+				require.Equal(t, porcupine.Ok, want, "%s: a pass with a beam of %d found no linearization", what, beam)
+				cutPassed++
+			} else if want == porcupine.Ok {
+				cutStoppedLegal++
+			}
+		}
+		got := sweepOutcome(runLockSweep(kept, dropped, m, opts).s)
+		if got != -1 {
+			require.Equal(t, map[porcupine.CheckResult]int{porcupine.Ok: 1, porcupine.Illegal: 0}[want], got, "%s: runLockSweep", what)
+		}
+	}
+	rng := rand.New(rand.NewPCG(17, 3))
+	for i := range n {
+		ttl := time.Duration(2+rng.IntN(4)) * time.Millisecond
+		cfg := histgen.Config{
+			Seed: uint64(i), Clients: 3 + rng.IntN(6), Ops: 60 + rng.IntN(200),
+			Indeterminate: []float64{0.05, 0.1, 0.2}[rng.IntN(3)],
+			Lease:         true, TTL: ttl, OpTimeout: time.Duration(5+rng.IntN(16)) * ttl,
+		}
+		if rng.IntN(3) == 0 {
+			cfg.DoubleHolders = 1
+		}
+		evs := histgen.Generate(cfg).Events
+		for range i % 2 * 2 {
+			evs = mutate(evs, rng)
+		}
+		h, err := history.FromEvents(evs)
+		require.NoError(t, err)
+		check(fmt.Sprintf("histgen %+v", cfg), h)
+
+		lcfg := smallLostShape(int64(i), rng)
+		lh, _, err := lostgen.GenerateHistory(lcfg)
+		require.NoError(t, err)
+		check(fmt.Sprintf("lostgen %+v", lcfg), lh)
+	}
+	t.Logf("%d histories decided by porcupine; beam cut and passed %d times, cut and stopped on a linearizable history %d times",
+		decided, cutPassed, cutStoppedLegal)
+	require.Positive(t, cutPassed, "no beam cut and passed: the pass is not tested")
+	require.Positive(t, cutStoppedLegal, "no narrow beam stopped on a linearizable history: the stop's status is not tested")
+}
