@@ -13,7 +13,8 @@ import (
 // interrupted, and is never safe.
 func TestCheckContextCancelled(t *testing.T) {
 	// Issue 17's shape, on which the sweep searches for seconds.
-	h, _ := lostShapeHistory(t, lostShape(1, 10_000, 50, 0.05, 0))
+	// (100k operations: since the beam, the sweep decides 10k in 0.1 s.)
+	h, _ := lostShapeHistory(t, lostShape(1, 100_000, 50, 0.05, 0))
 	for _, after := range []time.Duration{0, 300 * time.Millisecond} {
 		ctx, cancel := context.WithCancel(context.Background())
 		if after == 0 {
