@@ -13,6 +13,7 @@ import (
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/reports"
+	"github.com/locktest/locktest/shrink"
 )
 
 // Checker checks a stored run again, rewriting its results.json and
@@ -63,7 +64,7 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		if d.Type()&fs.ModeSymlink != 0 { // store/latest
 			return nil
 		}
-		if d.IsDir() && harness.IsWitnessDir(p) { // a run's witness: not a run
+		if d.IsDir() && (harness.IsWitnessDir(p) || isShrinkDir(p)) { // a run's witness, a shrink's candidates: not runs
 			return fs.SkipDir
 		}
 		if !d.IsDir() && d.Name() == "history.jsonl" {
@@ -164,4 +165,12 @@ func FromRuns(dir string, check Checker) (*reports.Campaign, error) {
 		c.Cells[i].Summarize()
 	}
 	return c, nil
+}
+
+// isShrinkDir reports whether dir is a shrink's directory (locktest
+// shrink, campaign --shrink: it holds shrink.json): the runs below it are
+// the shrink's candidates, not runs of the store.
+func isShrinkDir(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, shrink.ReportFile))
+	return err == nil
 }

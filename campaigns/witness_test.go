@@ -1,6 +1,7 @@
 package campaigns_test
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -37,4 +38,27 @@ func runDirs(c *reports.Campaign) []string {
 		}
 	}
 	return out
+}
+
+// TestFromRunsSkipsShrinks: a shrink's directory inside a run (locktest
+// shrink RUN_DIR writes RUN_DIR/shrink, its candidates' runs below it)
+// adds no runs to the store's matrix.
+func TestFromRunsSkipsShrinks(t *testing.T) {
+	dir := copyStore(t)
+	check := func(d string) (*checker.Result, error) { return harness.CheckDir(d, nil, true) }
+	first, err := campaigns.FromRuns(dir, check)
+	require.NoError(t, err)
+	runs := runDirs(first)
+	require.NotEmpty(t, runs)
+	run := filepath.Join(dir, runs[0]) // run directories are named relative to the store
+	sh := filepath.Join(run, "shrink")
+	cand := filepath.Join(sh, "store", "redis-lua", "pause", "20260101T000000.000")
+	require.NoError(t, os.MkdirAll(cand, 0o755))
+	b, err := os.ReadFile(filepath.Join(run, "history.jsonl"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(cand, "history.jsonl"), b, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(sh, "shrink.json"), []byte("{}"), 0o644))
+	second, err := campaigns.FromRuns(dir, check)
+	require.NoError(t, err)
+	require.Equal(t, runs, runDirs(second))
 }
