@@ -113,8 +113,9 @@ func writeHistory(dir string, events []history.Event) error {
 // of it, not of every event (which Load leaves in the file).
 var witnessMaxOps = 200_000
 
-// witnessSource is the history the witnesses are cut from: h with every
-// event when it is short or already whole; else a window of it around
+// witnessSource is the history the witnesses are cut from: h itself when
+// it is short or already whole (checker.Witnesses reads a short lean one
+// again whole); else a window of it around
 // the anomalies a witness is made for (checker.Prioritized; each with a
 // margin of four times its length and at least a second on either side,
 // the widest the minimiser's own search around an anomaly goes before it
@@ -122,11 +123,8 @@ var witnessMaxOps = 200_000
 // window holds at most witnessMaxOps operations. A witness is checked on
 // its own whatever it was cut from.
 func witnessSource(h *history.History, res *checker.Result) (*history.History, error) {
-	if !h.Lean {
-		return h, nil
-	}
-	if len(h.Ops) <= witnessMaxOps {
-		return h.Whole()
+	if !h.Lean || len(h.Ops) <= witnessMaxOps {
+		return h, nil // checker.Witnesses reads a lean one again whole
 	}
 	var spans []history.Span
 	total := 0 // an upper bound: spans may overlap

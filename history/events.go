@@ -122,24 +122,19 @@ func (h *History) Whole() (*History, error) {
 func (h *History) Window(spans []Span) (*History, error) {
 	keep := map[int64]bool{}
 	for i := range h.Ops {
-		o := &h.Ops[i]
-		for _, s := range spans {
-			if s.contains(o.Call) && (o.Completed == Never || s.contains(o.Completed)) {
-				keep[o.OpID] = true
-				break
-			}
+		if o := &h.Ops[i]; o.within(spans) {
+			keep[o.OpID] = true
 		}
 	}
 	var evs []Event
-	isOp := func(e *Event) bool { return e.Type == Invoke || e.Type == OK || e.Type == Fail || e.Type == Info }
 	for i := range h.Events {
-		if e := &h.Events[i]; !isOp(e) {
+		if e := &h.Events[i]; !e.Type.ofOperation() {
 			evs = append(evs, *e)
 		}
 	}
 	seen := map[int64]bool{} // an event in two spans is visited twice
 	err := h.EachEventWithin(spans, func(_ int, e *Event) {
-		if isOp(e) && keep[e.OpID] && !seen[e.Seq] {
+		if e.Type.ofOperation() && keep[e.OpID] && !seen[e.Seq] {
 			seen[e.Seq] = true
 			evs = append(evs, *e)
 		}
@@ -155,13 +150,20 @@ func (h *History) Window(spans []Span) (*History, error) {
 func (h *History) OpsWithin(spans []Span) int {
 	n := 0
 	for i := range h.Ops {
-		o := &h.Ops[i]
-		for _, s := range spans {
-			if s.contains(o.Call) && (o.Completed == Never || s.contains(o.Completed)) {
-				n++
-				break
-			}
+		if h.Ops[i].within(spans) {
+			n++
 		}
 	}
 	return n
+}
+
+// within reports whether o lies in one of spans: invoked and completed in
+// it, or, never completed, invoked in it (what Window keeps).
+func (o *Operation) within(spans []Span) bool {
+	for _, s := range spans {
+		if s.contains(o.Call) && (o.Completed == Never || s.contains(o.Completed)) {
+			return true
+		}
+	}
+	return false
 }
