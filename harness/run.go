@@ -229,6 +229,9 @@ func (o *Options) Validate() (Plan, error) {
 	if p.Settings, err = nemesis.ParseSettings(o.Params); err != nil {
 		return Plan{}, UsageError{err}
 	}
+	if err := nemesis.CheckJitter(o.Params, o.TTL); err != nil {
+		return Plan{}, UsageError{err}
+	}
 	if err := o.validatePoints(s, p.Settings); err != nil {
 		return Plan{}, err
 	}

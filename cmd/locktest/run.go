@@ -67,7 +67,7 @@ to it) and prints the verdict.
 	fl.StringVar(&f.o.Topology, "topology", "", "servers to run the scheme on, when it runs on more than its own (see locktest list), e.g. mysql-replicated")
 	fl.BoolVar(&f.o.Quiet, "quiet", false, "print only the summary")
 	fl.BoolVar(&f.o.StopEarly, "stop-early", false, "end the workload as soon as the online checker is certain of a violation (campaigns always do)")
-	fl.StringToStringVar(&f.o.Params, "param", nil, "scheme or server setting `KEY=VALUE` (repeatable; see locktest list)")
+	fl.Var(paramsFlag{&f.o.Params}, "param", "scheme or server setting `KEY=VALUE` (repeatable, each key once; see locktest list)")
 	fl.StringVar(&f.o.ClientCmd, "client-cmd", "", "run this shell command as every client process: your own lock client speaking docs/protocol.md (needs --topology)")
 	fl.StringVar(&f.o.Topology, "cluster-topology", "", "same as --topology")
 	fl.StringVar(&f.o.Schedule, "schedule", "", "replay the faults of this `FILE` (a run's schedule.json) instead of drawing them, with the workload settings given here (--seed defaults to the file's)")
