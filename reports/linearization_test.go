@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -227,6 +228,16 @@ func TestWriteRunDir(t *testing.T) {
 	require.Equal(t, checker.Unsafe, r.Verdict)
 	has(t, s, `<b>Shrink this run</b>`)
 	has(t, s, "<code>locktest shrink "+dir+"</code>")
+	// A directory with a space: the command is quoted for the shell.
+	spaced := filepath.Join(t.TempDir(), "my runs", "it's run1")
+	require.NoError(t, os.MkdirAll(spaced, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(spaced, "config.json"), []byte(`{"options": {"lock": "redis-lua"}}`), 0o644))
+	cmd := ShrinkCommand(spaced)
+	require.Equal(t, "locktest shrink '"+strings.ReplaceAll(spaced, "'", `'\''`)+"'", cmd)
+	// The shell reads the directory back whole, as one word.
+	word, err := exec.Command("sh", "-c", "printf '%s' "+strings.TrimPrefix(cmd, "locktest shrink ")).Output()
+	require.NoError(t, err)
+	require.Equal(t, spaced, string(word))
 	// A history checked alone (no config.json) cannot be run again: no
 	// hint that would be refused.
 	bare := t.TempDir()
