@@ -306,3 +306,19 @@ func waitForFault(t *testing.T, cmd *exec.Cmd, store string, limit time.Duration
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// `locktest run --quiet` prints the verdict lines and where the report
+// is, not the counts, properties and anomalies of the full summary.
+func TestQuietRun(t *testing.T) {
+	needServer(t)
+	store := t.TempDir()
+	r := run(t, nil, "run", "--lock", "redis-lua", "--nemesis", "pause", "--time-limit", "3s", "--ttl", "500ms", "--seed", "5", "--store", store, "--quiet")
+	require.Contains(t, []int{0, 1, 3}, r.code, r.stdout+r.stderr)
+	require.Regexp(t, `^(SAFE|UNSAFE|INCONCLUSIVE): `, r.stdout)
+	require.Contains(t, r.stdout, "  lock redis-lua, nemeses pause, seed 5")
+	require.Contains(t, r.stdout, "  why: ")
+	require.Contains(t, r.stdout, "report: ")
+	for _, not := range []string{"properties:", "\nanomalies (", "  acquires ", "\x1b["} {
+		require.NotContains(t, r.stdout, not)
+	}
+}

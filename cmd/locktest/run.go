@@ -65,7 +65,7 @@ to it) and prints the verdict.
 	fl.StringVar(&f.o.Cluster, "cluster", string(clusters.Local), "where the servers run: local (processes), docker (containers the run creates), compose (a stack started from docker-compose.yml)")
 	fl.StringToStringVar(&f.o.Images, "image", nil, "with --cluster docker: image per server kind, `KIND=IMAGE`, KIND one of redis, zookeeper, etcd, mariadb (default the official image, or $LOCKTEST_IMAGE_<KIND>)")
 	fl.StringVar(&f.o.Topology, "topology", "", "servers to run the scheme on, when it runs on more than its own (see locktest list), e.g. mysql-replicated")
-	fl.BoolVar(&f.o.Quiet, "quiet", false, "print only the summary")
+	fl.BoolVar(&f.o.Quiet, "quiet", false, "print only the verdict lines and where the report is: no progress, counts, properties or anomalies, no colours")
 	fl.BoolVar(&f.o.StopEarly, "stop-early", false, "end the workload as soon as the online checker is certain of a violation (campaigns always do)")
 	fl.Var(paramsFlag{&f.o.Params}, "param", "scheme or server setting `KEY=VALUE` (repeatable, each key once; see locktest list)")
 	fl.StringVar(&f.o.ClientCmd, "client-cmd", "", "run this shell command as every client process: your own lock client speaking docs/protocol.md (needs --topology)")
