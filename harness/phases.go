@@ -464,7 +464,7 @@ func (r *run) finishContext(ctx context.Context, d driven) (*Outcome, error) {
 		}
 		r.say("online checker: a %s that began at %.2fs was certain at %.2fs%s", d.detected.Kind, d.detected.ViolationAt.Seconds(), d.detected.CertainAt.Seconds(), stopped)
 	}
-	res, err := CheckDirContext(ctx, r.dir, r.out, r.o.Quiet)
+	res, err := checkDir(ctx, r.dir, r.out, r.o.Quiet, r.o.Quiet)
 	if err != nil {
 		return nil, err
 	}

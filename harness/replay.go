@@ -20,13 +20,19 @@ func (o *Options) faults() ([]nemesis.Nemesis, []string, *nemesis.Schedule, erro
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	names := sched.Names()
+	names := sched.Replayed()
 	if strings.TrimSpace(o.Nemesis) != "" {
-		_, given, err := nemesis.Parse(o.Nemesis)
+		givenNs, given, err := nemesis.Parse(o.Nemesis)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		for _, n := range names {
+			if n == nemesis.FaultProxied && !slices.Contains(given, n) {
+				if nemesis.NeedsProxies(givenNs) {
+					continue // the links of the network-speed faults given, without their strikes
+				}
+				return nil, nil, nil, fmt.Errorf("--schedule %s ran through the proxies (proxied), which --nemesis %s does not name", o.Schedule, o.Nemesis)
+			}
 			if !slices.Contains(given, n) {
 				return nil, nil, nil, fmt.Errorf("--schedule %s holds %s faults, which --nemesis %s does not name", o.Schedule, n, o.Nemesis)
 			}
@@ -47,7 +53,10 @@ func (o *Options) faults() ([]nemesis.Nemesis, []string, *nemesis.Schedule, erro
 }
 
 // writeSchedule writes the run's schedule.json: the faults env drew, or
-// those it replayed, each saying whether it fired.
+// those it replayed, each saying whether it fired, and whether the run
+// went through the proxies.
 func (r *run) writeSchedule(env *nemesis.Env) error {
-	return env.Schedule().Write(filepath.Join(r.dir, nemesis.ScheduleFile))
+	s := env.Schedule()
+	s.Proxied = nemesis.NeedsProxies(r.plan.Nemeses)
+	return s.Write(filepath.Join(r.dir, nemesis.ScheduleFile))
 }

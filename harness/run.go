@@ -229,6 +229,9 @@ func (o *Options) Validate() (Plan, error) {
 	if p.Settings, err = nemesis.ParseSettings(o.Params); err != nil {
 		return Plan{}, UsageError{err}
 	}
+	if err := nemesis.CheckJitter(o.Params, o.TTL); err != nil {
+		return Plan{}, UsageError{err}
+	}
 	if err := o.validatePoints(s, p.Settings); err != nil {
 		return Plan{}, err
 	}
@@ -424,6 +427,13 @@ func CheckDir(dir string, out io.Writer, quiet bool) (*checker.Result, error) {
 // still written, with the properties decided by then and the others
 // "interrupted" (checker.Result.CheckInterrupted), never a pass.
 func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool) (*checker.Result, error) {
+	return checkDir(ctx, dir, out, quiet, false)
+}
+
+// checkDir is CheckDirContext; verdictOnly prints the verdict lines of the
+// summary alone (reports.WriteVerdict: a `locktest run --quiet`), not its
+// counts, properties and anomalies.
+func checkDir(ctx context.Context, dir string, out io.Writer, quiet, verdictOnly bool) (*checker.Result, error) {
 	// Loading a long history takes seconds and cannot be stopped: a check
 	// interrupted meanwhile decides nothing (the load goes on until the
 	// process exits).
@@ -465,7 +475,11 @@ func CheckDirContext(ctx context.Context, dir string, out io.Writer, quiet bool)
 		return nil, err
 	}
 	if out != nil {
-		reports.WriteSummary(out, h, &res, isTerminal(out) && !quiet)
+		if verdictOnly {
+			reports.WriteVerdict(out, h, &res, isTerminal(out) && !quiet)
+		} else {
+			reports.WriteSummary(out, h, &res, isTerminal(out) && !quiet)
+		}
 		fmt.Fprintf(out, "report: %s\n", filepath.Join(dir, "report.html"))
 		if witnessed != "" {
 			fmt.Fprintln(out, witnessed)

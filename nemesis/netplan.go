@@ -75,6 +75,9 @@ func toxicOf(e Entry) (proxy.Toxic, error) {
 			if t.Jitter, err = time.ParseDuration(v); err != nil || t.Jitter < 0 {
 				return t, fmt.Errorf("%s: params %s %q: want a duration such as 10ms", e.Nemesis, paramJitter, v)
 			}
+			if t.Jitter >= t.Latency {
+				return t, fmt.Errorf("%s: params %s %q: want less than its %s (%s)", e.Nemesis, paramJitter, v, paramLatency, t.Latency)
+			}
 		}
 	case proxy.Bandwidth:
 		if t.RateKB, err = strconv.ParseInt(e.Params[paramRate], 10, 64); err != nil || t.RateKB < 1 {

@@ -162,6 +162,31 @@ func ParseDelayRange(s string) (lo, hi time.Duration, err error) {
 	return lo, hi, nil
 }
 
+// CheckJitter refuses a delay whose --param jitter is not less than the
+// shortest delay it can draw (LO of --param delay, or 1.2x ttl, the
+// default's): each answer is held latency +/- jitter, drawn per chunk
+// (Toxiproxy's latency toxic's semantics), and clamped at 0, so such a
+// jitter lets answers through undelayed and the held time the history
+// records for the fault (latency - jitter) would be nothing.
+func CheckJitter(params map[string]string, ttl time.Duration) error {
+	jitter, err := parseJitter(params["jitter"])
+	if err != nil || jitter == 0 {
+		return err
+	}
+	lo, _, err := ParseDelayRange(params[FaultDelay])
+	if err != nil {
+		return fmt.Errorf("--param %s: %w", FaultDelay, err)
+	}
+	what := "--param delay's LO"
+	if lo == 0 {
+		lo, what = time.Duration(float64(ttl)*1.2), "1.2x the TTL" // drawToxic's default
+	}
+	if jitter >= lo {
+		return fmt.Errorf("--param jitter=%s: want less than the shortest delay (%s, %s): each answer is held the delay +/- the jitter", params["jitter"], lo, what)
+	}
+	return nil
+}
+
 func parseJitter(s string) (time.Duration, error) {
 	if strings.TrimSpace(s) == "" {
 		return 0, nil

@@ -256,13 +256,17 @@ func (p *partitioner) hold(end func(string), pairs [][2]*netns.Host, d time.Dura
 }
 
 // begin applies pairs, then heals them after s's length, in the
-// background.
+// background. When Block fails, what went in of it is healed at once.
 func (p *partitioner) begin(s strike, target string, client int, pairs [][2]*netns.Host) {
 	d := s.lengthOf()
 	// Recorded first: rules take effect while Block runs.
 	end := fault(p.env, s, target, client, fmt.Sprintf("%s for %s", s.Params["shape"], d))
 	if err := p.env.Net.Block(context.Background(), pairs); err != nil {
-		end("failed: " + err.Error())
+		detail := "failed: " + err.Error()
+		if herr := p.env.Net.Heal(context.Background()); herr != nil {
+			detail += "; heal failed: " + herr.Error()
+		}
+		end(detail)
 		p.done()
 		return
 	}

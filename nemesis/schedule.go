@@ -27,8 +27,12 @@ type Schedule struct {
 	Seed    int64 `json:"seed"`
 	// ReplayedFrom is the file the faults were replayed from, "" when
 	// they were drawn.
-	ReplayedFrom string  `json:"replayed_from"`
-	Faults       []Entry `json:"faults"`
+	ReplayedFrom string `json:"replayed_from"`
+	// Proxied: the run's client-server links went through the proxies (a
+	// network-speed fault, or proxied, which writes no entry); its replay
+	// puts them in place again. Omitted when false.
+	Proxied bool    `json:"proxied,omitempty"`
+	Faults  []Entry `json:"faults"`
 }
 
 // Entry is one fault of a schedule.
@@ -262,6 +266,23 @@ func (s Schedule) Names() []string {
 	var out []string
 	for _, i := range All {
 		if slices.ContainsFunc(s.Faults, func(e Entry) bool { return e.Nemesis == i.Name }) {
+			out = append(out, i.Name)
+		}
+	}
+	return out
+}
+
+// Replayed lists the faults a replay of the schedule injects, in registry
+// order: those its entries name and, when the run went through the
+// proxies and none of them puts the proxies in place, proxied.
+func (s Schedule) Replayed() []string {
+	names := s.Names()
+	if !s.Proxied || slices.ContainsFunc(names, func(n string) bool { i, _ := lookup(n); return i.Needs.Proxies }) {
+		return names
+	}
+	var out []string
+	for _, i := range All {
+		if i.Name == FaultProxied || slices.Contains(names, i.Name) {
 			out = append(out, i.Name)
 		}
 	}

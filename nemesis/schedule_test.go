@@ -47,6 +47,7 @@ func TestParseScheduleRefusesBadFiles(t *testing.T) {
 		{"unknown shape", entry(`{"nemesis":"partition","trigger":{"at":"1s"},"target":"bridge","length":"1s","params":{"shape":"moat"}}`), `unknown shape "moat"`},
 		{"shape and rule disagree", entry(`{"nemesis":"partition","trigger":{"at":"1s"},"target":"leader","length":"1s","params":{"shape":"split"}}`), "shape split aims at"},
 		{"clock without jump", entry(`{"nemesis":"clock","trigger":{"after_grant":1},"target":"granters","length":"1s"}`), "params jump"},
+		{"jitter as long as the delay", entry(`{"nemesis":"delay","trigger":{"after_grant":1},"target":"holder","length":"1s","params":{"direction":"both","latency":"50ms","jitter":"50ms"}}`), `params jitter "50ms": want less than its latency (50ms)`},
 		{"bad failover mode", entry(`{"nemesis":"failover","trigger":{"after_grant":1},"target":"primary","length":"1s","params":{"mode":"pray"}}`), "unknown failover mode"},
 	}
 	refusesSchedules(t, cases)

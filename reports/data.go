@@ -71,6 +71,10 @@ type headerView struct {
 	// Shrink is the command that shrinks an unsafe run (ShrinkCommand),
 	// "" for other runs and pages written without their directory.
 	Shrink string
+	// MinimalOf, for the minimal run of a shrink (MinimalOf), is its
+	// shrink page relative to the run directory: the page says the run is
+	// already minimal instead of offering to shrink it.
+	MinimalOf string
 }
 
 type propertyView struct {

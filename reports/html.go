@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
@@ -89,11 +90,91 @@ func WriteRunPage(w io.Writer, h *history.History, r *checker.Result, files []st
 // smallest reproduction (locktest shrink): the hint of its report and of
 // its terminal summary; "" when dir has no config.json (a history checked
 // alone): without the run's settings shrink cannot run it again.
+// The minimal run of a shrink (its own reproduction, already minimal)
+// offers no shrink either: "" for it.
 func ShrinkCommand(dir string) string {
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
 		return ""
 	}
-	return "locktest shrink " + dir
+	if MinimalOf(dir) != "" {
+		return ""
+	}
+	return "locktest shrink " + shellQuote(dir)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=,:+@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// The files of a shrink directory a run page looks for (shrink.MinimalLink
+// and shrink.PageFile; package shrink imports this one).
+const (
+	shrinkMinimalLink = "minimal"
+	shrinkPage        = "shrink.html"
+)
+
+// MinimalOf returns the shrink directory whose minimal run dir is (its
+// link "minimal" leads to dir; a shrink keeps its runs a few levels below
+// it, runs/LOCK/NEMESIS/TIME), "" when dir is no shrink's minimal run.
+func MinimalOf(dir string) string {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return ""
+	}
+	for p, i := filepath.Dir(real), 0; i < 4 && p != filepath.Dir(p); p, i = filepath.Dir(p), i+1 {
+		if target, err := filepath.EvalSymlinks(filepath.Join(p, shrinkMinimalLink)); err == nil && target == real {
+			return p
+		}
+	}
+	return ""
+}
+
+// MarkMinimal rewrites the shrink hint of the report of dir, the minimal
+// run of a shrink (MinimalOf), written before the shrink knew it: the
+// page says it is already minimal instead of offering to shrink it. A
+// page without the hint is left as it is.
+func MarkMinimal(dir string) error {
+	path := filepath.Join(dir, "report.html")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	page := string(b)
+	start := strings.Index(page, `<div class="meta" id="shrink">`)
+	if start < 0 {
+		return nil
+	}
+	end := strings.Index(page[start:], "</div>")
+	if end < 0 {
+		return nil
+	}
+	var hint strings.Builder
+	if err := runTmpl.ExecuteTemplate(&hint, "shrinkhint", headerView{MinimalOf: minimalPage(dir)}); err != nil {
+		return err
+	}
+	page = page[:start] + hint.String() + page[start+end+len("</div>"):]
+	return writeAtomic(path, []byte(page))
+}
+
+// minimalPage is the shrink page of the shrink whose minimal run is dir,
+// relative to dir; "" when dir is none.
+func minimalPage(dir string) string {
+	sd := MinimalOf(dir)
+	if sd == "" {
+		return ""
+	}
+	real, _ := filepath.EvalSymlinks(dir)
+	rel, err := filepath.Rel(real, filepath.Join(sd, shrinkPage))
+	if err != nil {
+		return ""
+	}
+	return filepath.ToSlash(rel)
 }
 
 // writeRunPage is WriteRunPage with what the page says about the porcupine
@@ -114,6 +195,7 @@ func writeRunPage(w io.Writer, h *history.History, r *checker.Result, files []st
 	data.Lin = lin
 	if dir != "" && r.Verdict == checker.Unsafe {
 		data.Header.Shrink = ShrinkCommand(dir)
+		data.Header.MinimalOf = minimalPage(dir)
 	}
 	for _, f := range files {
 		data.Files = append(data.Files, fileLink{Path: f})

@@ -256,6 +256,16 @@ func renderLinearization(h *history.History, r *checker.Result, lim Linearizatio
 		case p.Status == checker.Pass && res == porcupine.Illegal:
 			lv.Notes = append(lv.Notes, "The checker found the whole history linearizable, but this window is not: please report it (the window should start where the lock was surely free).")
 		}
+		// A headline never contradicts the property: a window that passes
+		// says it is only the window.
+		switch {
+		case p.Status == checker.Fail && res == porcupine.Ok && pv.Whole:
+			lv.Shown, lv.ShownClass, lv.Explain = "linearizable to porcupine, not to the checker", "unknown", ""
+		case p.Status == checker.Fail && res == porcupine.Ok:
+			lv.Shown, lv.ShownClass = "this window is linearizable; the whole history is not", "fail"
+			lv.Explain = fmt.Sprintf("The %s shown can be placed each at one point between its call and its return so that a %s gives the answers seen, but the checker's linearizable property FAILED on the whole history: the operations that cannot be ordered are outside this window (the run page lists them).",
+				plural(lv.Ops, "operation", "operations"), linModel(h))
+		}
 	}
 
 	lo, hi := windowSpan(pv, h)
@@ -544,7 +554,7 @@ var linBannerTmpl = template.Must(template.New("banner").Funcs(funcs).Parse(`<di
 </style>
 <h1>Linearization of {{.Lock}} under {{.Nemeses}} (seed {{.Seed}}) <a href="report.html" style="font-size:13px;font-weight:400">back to the run report</a></h1>
 <p>The run: <span class="run {{.VerdictClass}}">{{.Verdict}}</span> - {{.Why}}</p>
-<p>porcupine: <span class="res" id="lin-result">{{.V.Shown}}</span>{{if eq .V.ShownClass "pass"}} - every acquire and release can be placed at one point between its call and its return so that a {{.Model}} gives exactly the answers seen.{{else if eq .V.ShownClass "fail"}} - no order of these operations is consistent with a {{.Model}}. Use "jump to first error": red marks where the longest orders the search found cannot go on.{{end}} ({{.Time}})</p>
+<p>porcupine: <span class="res" id="lin-result">{{.V.Shown}}</span>{{if eq .V.ShownClass "pass"}} - every acquire and release can be placed at one point between its call and its return so that a {{.Model}} gives exactly the answers seen.{{else if eq .V.ResultClass "fail"}} - no order of these operations is consistent with a {{.Model}}. Use "jump to first error": red marks where the longest orders the search found cannot go on.{{end}} ({{.Time}})</p>
 {{if .V.Explain}}<p id="lin-explain">{{.V.Explain}}</p>{{end}}
 <p{{if .V.Partial}} class="partial"{{end}} id="lin-scope">Shown: {{.V.Scope}}.</p>
 {{if .Checker}}<p class="muted">The checker's linearizable property: {{.Checker}}.</p>{{end}}

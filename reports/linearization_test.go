@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/lostgen"
 )
 
 // storedRun is a real stored run: redis-lua under pause, 9 double holders
@@ -226,6 +228,16 @@ func TestWriteRunDir(t *testing.T) {
 	require.Equal(t, checker.Unsafe, r.Verdict)
 	has(t, s, `<b>Shrink this run</b>`)
 	has(t, s, "<code>locktest shrink "+dir+"</code>")
+	// A directory with a space: the command is quoted for the shell.
+	spaced := filepath.Join(t.TempDir(), "my runs", "it's run1")
+	require.NoError(t, os.MkdirAll(spaced, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(spaced, "config.json"), []byte(`{"options": {"lock": "redis-lua"}}`), 0o644))
+	cmd := ShrinkCommand(spaced)
+	require.Equal(t, "locktest shrink '"+strings.ReplaceAll(spaced, "'", `'\''`)+"'", cmd)
+	// The shell reads the directory back whole, as one word.
+	word, err := exec.Command("sh", "-c", "printf '%s' "+strings.TrimPrefix(cmd, "locktest shrink ")).Output()
+	require.NoError(t, err)
+	require.Equal(t, spaced, string(word))
 	// A history checked alone (no config.json) cannot be run again: no
 	// hint that would be refused.
 	bare := t.TempDir()
@@ -355,4 +367,39 @@ func TestLinearizationOfUnsafeRunIsNotAGreenPass(t *testing.T) {
 	require.Equal(t, "pass", lv.ShownClass)
 	require.Empty(t, lv.Explain)
 	require.Contains(t, buf.String(), "#locktest { border-left-color: #1a7f37; }")
+}
+
+// On a long generated history whose linearizable property fails (double
+// grants injected) and whose view is a window the failure is not in, the
+// headline says the window is linearizable and the whole history is not:
+// never a bare "linearizable" (nor "linearizable against a lease lock"
+// with the lock said to have answered consistently), on the view or on
+// the run page.
+func TestLinearizationWindowHeadlineKeepsTheVerdict(t *testing.T) {
+	cfg := lostgen.Config{Seed: 1, Ops: 20000, Clients: 50, Lost: 0.2, Double: 3, Mix: lostgen.MixCertain}
+	h, tr, err := lostgen.GenerateHistory(cfg)
+	require.NoError(t, err)
+	require.NotEmpty(t, tr.Injections)
+	r := checker.Check(h, checker.DefaultOptions())
+	require.Equal(t, checker.Fail, linearizableProperty(&r).Status)
+	var buf bytes.Buffer
+	lim := DefaultLinearizationLimits
+	lim.Timeout = time.Minute // (the search takes ~1 s, longer under -race on a loaded machine)
+	lv, err := WriteLinearization(&buf, h, &r, lim)
+	require.NoError(t, err)
+	require.True(t, lv.Partial)
+	require.Contains(t, lv.Scope, "is not in it", "the failure is outside the window (else this test shows nothing)")
+	require.Equal(t, "linearizable", lv.Result, "porcupine's own result is kept")
+	require.Equal(t, "this window is linearizable; the whole history is not", lv.Shown)
+	require.Equal(t, "fail", lv.ShownClass)
+	require.Contains(t, lv.Explain, "linearizable property FAILED on the whole history")
+	require.NotContains(t, lv.Explain, "answered consistently")
+	page := buf.String()
+	require.Contains(t, page, `id="lin-result">this window is linearizable; the whole history is not</span>`)
+	require.NotContains(t, page, "no order of these operations is consistent", "porcupine found an order for the window")
+
+	var rp bytes.Buffer
+	require.NoError(t, writeRunPage(&rp, h, &r, nil, &lv, ""))
+	require.Contains(t, rp.String(), `<span class="badge fail">this window is linearizable; the whole history is not</span>`)
+	require.NotContains(t, rp.String(), `<span class="badge consistent">`)
 }

@@ -23,17 +23,28 @@ const (
 	ansiYellow = "\x1b[33m"
 )
 
-// WriteSummary writes the short summary printed at the end of a run: the
-// verdict and why, the key counts, one line per property and the first few
-// anomalies (violations first) with their explanations. It is plain ASCII
-// text; with color set it adds ANSI colours. h may be nil (the hold count is
-// then left out). Write errors are ignored: this is for a terminal.
-func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool) {
+// WriteVerdict writes the first lines of WriteSummary only: the verdict
+// and why, the run's lock, faults and seed, and its warnings (what a
+// `locktest run --quiet` prints).
+func WriteVerdict(w io.Writer, h *history.History, r *checker.Result, color bool) {
 	p := &painter{w: w, color: color}
 	if r == nil {
 		p.line("no result: the history was not checked")
 		return
 	}
+	writeVerdict(p, h, r)
+}
+
+// runDuration is how long the run's history lasts.
+func runDuration(h *history.History, r *checker.Result) int64 {
+	duration := r.Counts.DurationNs
+	if duration == 0 && h != nil {
+		duration = h.End
+	}
+	return duration
+}
+
+func writeVerdict(p *painter, h *history.History, r *checker.Result) {
 	verdict := strings.ToUpper(string(r.Verdict))
 	if verdict == "" {
 		verdict = "NO VERDICT"
@@ -59,11 +70,7 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 		}
 	}
 	fence := r.Fence || (h != nil && h.Info.Fence)
-	c := r.Counts
-	duration := c.DurationNs
-	if duration == 0 && h != nil {
-		duration = h.End
-	}
+	duration := runDuration(h, r)
 
 	p.printf("%s: %s\n", p.paint(ansiBold+vc, verdict), gloss)
 	p.printf("  lock %s, nemeses %s, seed %d, fencing %s, %s", lock, nemesesStr(nem), seed, onOff(fence), dur(duration))
@@ -90,9 +97,26 @@ func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool
 	if r.Interrupted {
 		p.printf("  %s\n", p.paint(ansiYellow, "warning: the run was interrupted before its time limit: it proves nothing either way"))
 	}
+}
+
+// WriteSummary writes the short summary printed at the end of a run: the
+// verdict and why (WriteVerdict), the key counts, one line per property
+// and the first few anomalies (violations first) with their explanations.
+// It is plain ASCII text; with color set it adds ANSI colours. h may be nil
+// (the hold count is then left out). Write errors are ignored: this is for
+// a terminal.
+func WriteSummary(w io.Writer, h *history.History, r *checker.Result, color bool) {
+	p := &painter{w: w, color: color}
+	if r == nil {
+		p.line("no result: the history was not checked")
+		return
+	}
+	writeVerdict(p, h, r)
 	if r.StoppedEarly {
 		p.printf("  %s\n", p.paint(ansiDim, "the run stopped at its first certain violation (--stop-early): the counts below are lower bounds"))
 	}
+	c := r.Counts
+	duration := runDuration(h, r)
 	p.printf("\n")
 	holds := ""
 	if h != nil {

@@ -216,3 +216,19 @@ func TestVerdictGloss(t *testing.T) {
 	require.Contains(t, safeGloss(contained), "fencing tokens contained")
 	require.Equal(t, "no property of the lock was violated", safeGloss(&checker.Result{}))
 }
+
+// WriteVerdict is the head of WriteSummary: its verdict lines, without
+// the counts, properties and anomalies that follow.
+func TestWriteVerdictIsTheSummaryHead(t *testing.T) {
+	h, r := loadChecked(t, storedRun)
+	var full, head strings.Builder
+	WriteSummary(&full, h, r, false)
+	WriteVerdict(&head, h, r, false)
+	require.True(t, strings.HasPrefix(full.String(), head.String()), "head:\n%s\nfull:\n%s", head.String(), full.String())
+	require.Contains(t, head.String(), "UNSAFE: ")
+	require.Contains(t, head.String(), "  why: ")
+	require.Contains(t, full.String(), "properties:")
+	for _, not := range []string{"properties:", "\nanomalies (", "  acquires "} {
+		require.NotContains(t, head.String(), not)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/harness"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/reports"
 )
 
 //go:embed templates
@@ -50,6 +51,10 @@ func WriteOutputs(dir string, rep *Report, base harness.Options) error {
 	_ = os.Remove(link)
 	if rep.MinimalDir != "" {
 		if err := os.Symlink(rep.MinimalDir, link); err != nil {
+			return err
+		}
+		// Its report, written before the shrink knew, offered to shrink it.
+		if err := reports.MarkMinimal(filepath.Join(dir, rep.MinimalDir)); err != nil && !os.IsNotExist(err) {
 			return err
 		}
 	}

@@ -184,3 +184,39 @@ func TestParamWordsSorted(t *testing.T) {
 		require.Equal(t, "a=2 b=1 keep_datadir=true kill=leader partition=isolate-holder", paramWords(p))
 	}
 }
+
+// The minimal run's report, written while it was a candidate, offered
+// "Shrink this run"; once the shrink links it as minimal, it says the run
+// is already minimal (and a report written again says so too).
+func TestMinimalRunIsNotOfferedAShrink(t *testing.T) {
+	out := t.TempDir()
+	runDir := filepath.Join(out, RunsDir, "redis-lua", "pause", "t1")
+	minimalRun(t, runDir)
+	require.NoError(t, os.WriteFile(filepath.Join(runDir, "config.json"), []byte(`{"options": {"lock": "redis-lua"}}`), 0o644))
+	h, err := history.Load(filepath.Join(runDir, "history.jsonl"))
+	require.NoError(t, err)
+	res := checker.Check(h, checker.DefaultOptions())
+	require.Equal(t, checker.Unsafe, res.Verdict)
+	require.NoError(t, reports.WriteRunDir(runDir, h, &res))
+	page, err := os.ReadFile(filepath.Join(runDir, "report.html"))
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(page), "Shrink this run"), "a candidate's report, before the shrink ends")
+
+	r, o := newStub(t)
+	r.dir = runDir
+	rep, err := Shrink(context.Background(), r, original(t, true), o)
+	require.NoError(t, err)
+	require.NoError(t, WriteOutputs(out, rep, harness.Options{Lock: "redis-lua"}))
+	page, err = os.ReadFile(filepath.Join(runDir, "report.html"))
+	require.NoError(t, err)
+	require.False(t, strings.Contains(string(page), "Shrink this run"), "the minimal run's report offers a shrink")
+	require.True(t, strings.Contains(string(page), `<b>Already minimal:</b>`))
+	require.True(t, strings.Contains(string(page), `<a href="../../../../shrink.html">shrink.html</a>`))
+	require.Empty(t, reports.ShrinkCommand(runDir))
+
+	require.NoError(t, reports.WriteRunDir(runDir, h, &res))
+	again, err := os.ReadFile(filepath.Join(runDir, "report.html"))
+	require.NoError(t, err)
+	require.False(t, strings.Contains(string(again), "Shrink this run"), "a report written again")
+	require.True(t, strings.Contains(string(again), `<b>Already minimal:</b>`))
+}

@@ -92,13 +92,18 @@ func TestBadInput(t *testing.T) {
 		{"negative jitter", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--param", "jitter=-1ms"}, nil, "--param jitter=-1ms"},
 		{"jitter without delay", []string{"run", "--lock", "redis-lua", "--nemesis", "pause", "--param", "jitter=5ms"}, nil, "--param jitter sets the delay fault, which this run does not inject"},
 		{"loss out of range", []string{"run", "--lock", "redis-lua", "--nemesis", "loss", "--param", "loss=1.5"}, nil, "--param loss"},
+		{"param given twice", []string{"run", "--lock", "etcd", "--nemesis", "kill", "--param", "kill=leader", "--param", "kill=holder"}, nil, `--param kill given twice ("leader", then "holder")`},
+		{"param given twice in one", []string{"run", "--lock", "etcd", "--nemesis", "kill", "--param", "kill=leader,kill=holder"}, nil, "--param kill given twice"},
+		{"bench param given twice", []string{"bench", "--lock", "redis-lua", "--nemesis", "pause", "--param", "pause=1..2", "--param", "pause=2..3"}, nil, "--param pause given twice"},
+		{"jitter as long as the delay", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--param", "delay=50ms..200ms", "--param", "jitter=50ms"}, nil, "--param jitter=50ms: want less than the shortest delay (50ms, --param delay's LO)"},
+		{"jitter past the default delay", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--ttl", "1s", "--param", "jitter=2s"}, nil, "--param jitter=2s: want less than the shortest delay (1.2s"},
 		{"delay on compose", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--cluster", "compose"}, nil, "which --cluster compose does not yet"},
 		{"missing server", []string{"run", "--lock", "redis-lua"}, []string{"PATH=" + t.TempDir()}, "redis-server not found: install it with `apt-get install -y redis-server`"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args
-			if args[0] == "run" {
+			if args[0] == "run" || args[0] == "bench" {
 				args = append(args, "--store", store)
 			}
 			r := run(t, tc.env, args...)
@@ -299,5 +304,21 @@ func waitForFault(t *testing.T, cmd *exec.Cmd, store string, limit time.Duration
 			t.Fatalf("no fault within %s%s", limit, output)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// `locktest run --quiet` prints the verdict lines and where the report
+// is, not the counts, properties and anomalies of the full summary.
+func TestQuietRun(t *testing.T) {
+	needServer(t)
+	store := t.TempDir()
+	r := run(t, nil, "run", "--lock", "redis-lua", "--nemesis", "pause", "--time-limit", "3s", "--ttl", "500ms", "--seed", "5", "--store", store, "--quiet")
+	require.Contains(t, []int{0, 1, 3}, r.code, r.stdout+r.stderr)
+	require.Regexp(t, `^(SAFE|UNSAFE|INCONCLUSIVE): `, r.stdout)
+	require.Contains(t, r.stdout, "  lock redis-lua, nemeses pause, seed 5")
+	require.Contains(t, r.stdout, "  why: ")
+	require.Contains(t, r.stdout, "report: ")
+	for _, not := range []string{"properties:", "\nanomalies (", "  acquires ", "\x1b["} {
+		require.NotContains(t, r.stdout, not)
 	}
 }
