@@ -51,6 +51,7 @@ func (s *sweep) cutBeam() {
 		}
 		return cmpInt64(b.failedUpTo, a.failedUpTo)
 	})
+	s.noteUncut()
 	s.keep = append(s.keep[:0], make([]bool, len(s.next))...)
 	for _, i := range s.order[:s.beam] {
 		s.keep[i] = true
