@@ -187,7 +187,11 @@ func (s *sweep) statsDetail() string {
 	if st.Exact {
 		d += "; exact pass"
 	} else if st.Beam > 0 && !st.Exceeded && !s.failed {
-		d += fmt.Sprintf("; first pass with a beam (%d configurations set aside; a pass is still a linearization)", st.Beam)
+		resumed := ""
+		if s.resumed > 0 {
+			resumed = fmt.Sprintf(", resumed wider %s", plural(s.resumed, "time", "times"))
+		}
+		d += fmt.Sprintf("; first pass with a beam (%d configurations set aside%s; a pass is still a linearization)", st.Beam, resumed)
 	}
 	return d
 }

@@ -58,7 +58,7 @@ type sweepBeam struct {
 	// baseBeam is the pass's own beam; a resumed pass keeps a wider one
 	// (beam) until it has read wideUntil returns.
 	baseBeam, wideUntil int
-	// resumed counts the resumes of the pass (its lineage).
+	// resumed counts the resumes of the pass from the start.
 	resumed int
 }
 
@@ -181,7 +181,6 @@ func clipMap(m map[int32][]int32) map[int32][]int32 {
 func (cp *checkpoint) resumeFrom(cks []*checkpoint, beam int) *sweep {
 	n := cp.s.snapshot()
 	n.cks = slices.Clone(cks)
-	n.resumed++
 	n.beam = beam
 	// The cut of that return again, with the new beam (noteUncut does not
 	// take a checkpoint there again: lastCk is cp.at).
@@ -277,5 +276,6 @@ func (s *sweep) resuming(ops []lockOp) *sweep {
 		from = cks[j].at
 		s = cks[j].resumeFrom(cks[:j+1], passBeams[level])
 		s.wideUntil = stuck + resumeEvery
+		s.resumed = tries + 1
 	}
 }
