@@ -138,20 +138,9 @@ func runLockSweep(ops []lockOp, dropped int, m lockModel, opts Options) sweepRun
 // nil for never) says so.
 func runLockSweepHalt(ops []lockOp, dropped int, m lockModel, opts Options, halt func() bool) sweepRun {
 	la := newLookahead(ops, m.ow)
-	for _, beam := range passBeams {
-		first := newSweep(m, opts.SearchBound)
-		first.halt = halt
-		first.mergeOrphans, first.look = true, la
-		first.capacity, first.horizon = passCapacity, int64(opts.LostHorizon)
-		first.beam = beam
-		if first.runAll(ops) || first.stats.Exceeded ||
-			(first.stats.Approx == 0 && first.stats.Restricted == 0 && first.stats.Beam == 0) {
-			first.stats.Dropped = dropped
-			return sweepRun{s: first, ow: m.ow}
-		}
-		if first.stats.Beam == 0 {
-			break // (a wider beam would stop there too: the exact pass decides)
-		}
+	if first := firstPass(ops, m, opts, la, halt); first != nil {
+		first.stats.Dropped = dropped
+		return sweepRun{s: first, ow: m.ow}
 	}
 	exact := newSweep(m, opts.SearchBound)
 	exact.halt = halt
@@ -198,7 +187,11 @@ func (s *sweep) statsDetail() string {
 	if st.Exact {
 		d += "; exact pass"
 	} else if st.Beam > 0 && !st.Exceeded && !s.failed {
-		d += fmt.Sprintf("; first pass with a beam (%d configurations set aside; a pass is still a linearization)", st.Beam)
+		resumed := ""
+		if s.resumed > 0 {
+			resumed = fmt.Sprintf(", resumed wider %s", plural(s.resumed, "time", "times"))
+		}
+		d += fmt.Sprintf("; first pass with a beam (%d configurations set aside%s; a pass is still a linearization)", st.Beam, resumed)
 	}
 	return d
 }

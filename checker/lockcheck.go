@@ -175,6 +175,7 @@ type sweep struct {
 	sweepScratch
 	sweepRWCache
 	sweepResult
+	sweepBeam
 }
 
 // sweepRunning is the definite operations running (invoked, not yet
@@ -545,6 +546,7 @@ func (s *sweep) ret(i int32) {
 	if n > s.bound {
 		s.exceed()
 	}
+	s.checkpointed()
 }
 
 func (s *sweep) exceed() {

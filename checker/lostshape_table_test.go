@@ -85,14 +85,22 @@ func lostCells(sizes, clients []int, losts []float64, f func(cfg lostgen.Config)
 // 50 clients, 1% and 5% lost, valid or with 5 certain double grants. Never
 // unknown, never a wrong verdict, and every verdict the lock sweep's (not
 // the proof's, not porcupine's). A measurement of minutes: it runs with
-// LOCKTEST_PROBE=1, and prints the slowest check of each cell.
+// LOCKTEST_PROBE=1, and prints the slowest check of each cell
+// (LOCKTEST_PROBE_OPS: the lengths; LOCKTEST_PROBE_BUDGET: the sweep's time
+// budget, for a loaded box).
 //
 //	LOCKTEST_PROBE=1 go test ./checker/ -run TestLostShapeSeeds -v -timeout 30m
 func TestLostShapeSeeds(t *testing.T) {
 	if os.Getenv("LOCKTEST_PROBE") == "" {
 		t.Skip("a measurement: set LOCKTEST_PROBE=1")
 	}
-	lostCells([]int{10_000, 100_000}, []int{5, 50}, []float64{0.01, 0.05}, func(cell lostgen.Config) {
+	opts := DefaultOptions()
+	if b := os.Getenv("LOCKTEST_PROBE_BUDGET"); b != "" {
+		d, err := time.ParseDuration(b)
+		require.NoError(t, err)
+		opts.SearchBudget = d
+	}
+	lostCells(envInts(t, "LOCKTEST_PROBE_OPS", []int{10_000, 100_000}), []int{5, 50}, []float64{0.01, 0.05}, func(cell lostgen.Config) {
 		var slowest time.Duration
 		maxF := 0
 		for seed := int64(1); seed <= 20; seed++ {
@@ -101,7 +109,7 @@ func TestLostShapeSeeds(t *testing.T) {
 			h, tr, err := lostgen.GenerateHistory(cfg)
 			require.NoError(t, err)
 			start := time.Now()
-			p, _ := checkLinearizable(newFacts(h), DefaultOptions())
+			p, _ := checkLinearizable(newFacts(h), opts)
 			slowest = max(slowest, time.Since(start))
 			want := map[string]Status{lostgen.Yes: Pass, lostgen.No: Fail}[tr.Linearizable]
 			require.Equal(t, want, p.Status, "%+v: truth %s (%s): %s", cfg, tr.Linearizable, tr.Why, p.Detail)

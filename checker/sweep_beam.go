@@ -25,8 +25,9 @@ import "slices"
 
 // passBeams are the beams of the first pass, tried in turn while a pass
 // that cut stops (a narrow beam is fast, and decides most histories of the
-// shape; a wider one gets through where it did not); then the exact pass
-// decides.
+// shape; a wider one gets through where it did not): first resumed from a
+// checkpoint before the stop (sweep_resume.go), then from the start; then
+// the exact pass decides.
 var passBeams = []int{4, 8, 16, 64}
 
 // cutBeam keeps the s.beam most promising configurations of s.next.
@@ -51,6 +52,7 @@ func (s *sweep) cutBeam() {
 		}
 		return cmpInt64(b.failedUpTo, a.failedUpTo)
 	})
+	s.noteUncut()
 	s.keep = append(s.keep[:0], make([]bool, len(s.next))...)
 	for _, i := range s.order[:s.beam] {
 		s.keep[i] = true
