@@ -1,4 +1,4 @@
-package harness
+package harness_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,54 +15,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/testenv"
-	"github.com/locktest/locktest/workloads"
 )
-
-// TestMain lets the test binary double as a client process: the harness
-// starts it with the argument "worker", exactly as it starts
-// `locktest worker`.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "worker" {
-		if err := workloads.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// needServer skips outside CI when redis-server is missing, and fails under
-// CI, where a missing server is a broken install.
-func needServer(t *testing.T) {
-	t.Helper()
-	testenv.Require(t, clusters.Check("redis"))
-}
-
-func baseOptions(t *testing.T, lock, nem string, seed int64) Options {
-	t.Helper()
-	return Options{
-		Lock: lock, Nemesis: nem, Seed: seed,
-		TimeLimit: 8 * time.Second, Clients: 5, TTL: time.Second,
-		Hold:        workloads.Range{Min: 50 * time.Millisecond, Max: 250 * time.Millisecond},
-		Think:       workloads.Range{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond},
-		WaitTimeout: 3 * time.Second, OpTimeout: 500 * time.Millisecond,
-		Store: t.TempDir(), Cluster: "local", Quiet: true,
-		ClientArgv: []string{os.Args[0], "worker"},
-		Out:        &strings.Builder{},
-	}
-}
-
-func kinds(r checker.Result, severity string) map[string]int {
-	out := map[string]int{}
-	for _, a := range r.Anomalies {
-		if severity == "" || string(a.Severity) == severity {
-			out[string(a.Kind)]++
-		}
-	}
-	return out
-}
 
 // The acceptance cells of the foundation, each against a real redis-server.
 func TestRunCells(t *testing.T) {
@@ -121,40 +73,6 @@ func TestRunCells(t *testing.T) {
 			assertNothingLeft(t, out.Dir)
 		})
 	}
-}
-
-// assertNothingLeft checks that no process the run started is alive.
-func assertNothingLeft(t *testing.T, dir string) {
-	t.Helper()
-	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
-	require.NoError(t, err)
-	for _, c := range h.Clients {
-		require.False(t, alive(c.PID), "client %d (pid %d) still runs", c.ID, c.PID)
-		require.NotEqual(t, history.Never, c.End, "client %d has no exit event", c.ID)
-	}
-	for _, f := range h.Faults {
-		require.NotEqual(t, history.Never, f.End, "fault %s on %s was never healed", f.Name, f.Target)
-	}
-	// No server started for the run survives it: every server's command
-	// line names its directory under the run directory.
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(b), dir) {
-			continue
-		}
-		pid, _ := strconv.Atoi(strings.Split(p, "/")[2])
-		require.False(t, alive(pid), "pid %d still runs: %s", pid, strings.ReplaceAll(string(b), "\x00", " "))
-	}
-}
-
-func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	// A zombie is gone for our purposes.
-	return err == nil && !strings.Contains(string(b), ") Z ")
 }
 
 // An interrupt while a client is frozen: every process resumed or ended,

@@ -1,4 +1,4 @@
-package harness
+package harness_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package harness
+package harness_test
 
 import (
 	"context"
@@ -12,18 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/testenv"
-	"github.com/locktest/locktest/workloads"
 )
-
-// needSentinel skips outside CI when redis-sentinel is missing, and fails
-// under CI.
-func needSentinel(t *testing.T) {
-	t.Helper()
-	testenv.Require(t, clusters.Check("redis-sentinel"))
-}
 
 // Cells of the Redisson lock (reentrant, with a lease watchdog) and of the
 // textbook lock on a Sentinel-managed master with asynchronous replicas.
@@ -118,14 +108,6 @@ func TestRedisMultiCells(t *testing.T) {
 			assertNoServerLeft(t, out.Dir)
 		})
 	}
-}
-
-// failoverShape sizes a failover cell: long holds within a longer lease, and
-// a run long enough for one failover (the rejoin, about 10 s, comes after).
-func failoverShape(o *Options) {
-	o.TTL = 6 * time.Second
-	o.Hold = workloads.Range{Min: 3 * time.Second, Max: 4 * time.Second}
-	o.TimeLimit = 12 * time.Second
 }
 
 // assertNoServerLeft checks that no server of any node the run started

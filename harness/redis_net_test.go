@@ -1,4 +1,4 @@
-package harness
+package harness_test
 
 import (
 	"context"
@@ -8,21 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
-	"github.com/locktest/locktest/internal/testenv"
 	"github.com/locktest/locktest/workloads"
 )
-
-func needNet(t *testing.T) {
-	t.Helper()
-	testenv.Require(t, netns.Available())
-}
-
-func needFaketime(t *testing.T) {
-	t.Helper()
-	testenv.Require(t, clusters.CheckClockShim())
-}
 
 // Cells of the multi-node and network faults, each against real servers.
 func TestNetworkAndClockCells(t *testing.T) {

@@ -1,4 +1,4 @@
-package harness
+package harness_test
 
 import (
 	"context"
@@ -13,20 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/checker"
-	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/testenv"
 	"github.com/locktest/locktest/locks"
 	"github.com/locktest/locktest/workloads"
 )
-
-// needTopology skips outside CI when a topology's servers are missing, and
-// fails under CI.
-func needTopology(t *testing.T, topology string) {
-	t.Helper()
-	testenv.Require(t, clusters.Check(topology))
-}
 
 // The acceptance cells of the ZooKeeper and etcd schemes, each on a real
 // 3-node ensemble, bounded and seeded.

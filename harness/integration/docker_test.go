@@ -1,58 +1,17 @@
-package harness
+package integration
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/docker"
 )
-
-// needDocker skips outside CI, and fails under CI, when there is no Docker
-// engine or no local redis image; the runs use the local images (see
-// dockerImages), never a pull.
-func needDocker(t *testing.T) { needImage(t, docker.KindRedis) }
-
-// needImage is needDocker for the image of kind.
-func needImage(t *testing.T, kind string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := docker.Available(ctx, kind, dockerImages("docker"))
-	if err == nil && os.Geteuid() != 0 {
-		err = errors.New("the docker backend tests need root")
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err.Error())
-	}
-}
-
-// dockerImages are the images a test run on cluster uses: for docker, the
-// local image of every kind (scripts/build-images.sh), unless
-// $LOCKTEST_IMAGE_<KIND> names another; nil for the other backends.
-func dockerImages(cluster string) map[string]string {
-	if cluster != "docker" {
-		return nil
-	}
-	out := map[string]string{}
-	for _, k := range docker.Kinds {
-		out[k] = os.Getenv(docker.ImageEnv(k))
-		if out[k] == "" {
-			out[k] = docker.LocalImage(k)
-		}
-	}
-	return out
-}
 
 // The same cells on containers: the textbook lock is safe without faults
 // and broken by a paused holder; Redlock under server faults runs.

@@ -1,4 +1,4 @@
-package harness
+package integration
 
 import (
 	"context"
@@ -13,16 +13,8 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/history"
-	"github.com/locktest/locktest/internal/testenv"
 	"github.com/locktest/locktest/workloads"
 )
-
-// needMariaDB skips outside CI when MariaDB is missing, and fails under CI,
-// where a missing server is a broken install.
-func needMariaDB(t *testing.T, topology string) {
-	t.Helper()
-	testenv.Require(t, clusters.Check(topology))
-}
 
 // mysqlStore is a store the mysql user can reach, so the datadirs live in
 // the run directories (t.TempDir is private to root).
@@ -153,13 +145,6 @@ func assertMySQLGone(t *testing.T, dir string) {
 			require.NotContains(t, string(b), s+"/", "a process still runs on %s", s)
 		}
 	}
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	return string(b)
 }
 
 func TestValidateTopology(t *testing.T) {

@@ -1,4 +1,4 @@
-package harness
+package integration
 
 import (
 	"context"
@@ -33,17 +33,9 @@ func python(t *testing.T, mod string) string {
 
 func example(t *testing.T, path string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "examples", path))
+	p, err := filepath.Abs(filepath.Join("..", "..", "examples", path))
 	require.NoError(t, err)
 	return p
-}
-
-func clientCmdOptions(t *testing.T, cmd, topology, nem string, seed int64) Options {
-	o := baseOptions(t, "", nem, seed)
-	o.ClientArgv = nil
-	o.ClientCmd = cmd
-	o.Topology = topology
-	return o
 }
 
 // Third-party lock libraries, through the public protocol, with the same

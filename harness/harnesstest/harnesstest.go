@@ -1,0 +1,206 @@
+// Package harnesstest holds what the harness's real-server tests share: the
+// options of a small seeded run, the checks that a server or tool is
+// installed, and the test binary's worker mode. The tests live in two
+// packages, harness and harness/integration, so that go test runs them side
+// by side (it runs one package's parallel tests at most -parallel at a
+// time, but several packages at once).
+package harnesstest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/locktest/locktest/checker"
+	"github.com/locktest/locktest/clusters"
+	"github.com/locktest/locktest/clusters/docker"
+	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/harness"
+	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/internal/testenv"
+	"github.com/locktest/locktest/workloads"
+)
+
+// Main is a test package's TestMain: it lets the test binary double as a
+// client process (the harness starts it with the argument "worker",
+// exactly as it starts `locktest worker`), and otherwise runs the tests.
+func Main(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		if err := workloads.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// NeedServer skips outside CI when redis-server is missing, and fails under
+// CI, where a missing server is a broken install.
+func NeedServer(t *testing.T) {
+	t.Helper()
+	testenv.Require(t, clusters.Check("redis"))
+}
+
+// NeedTopology skips outside CI when a topology's servers are missing, and
+// fails under CI.
+func NeedTopology(t *testing.T, topology string) {
+	t.Helper()
+	testenv.Require(t, clusters.Check(topology))
+}
+
+// NeedSentinel skips outside CI when redis-sentinel is missing, and fails
+// under CI.
+func NeedSentinel(t *testing.T) {
+	t.Helper()
+	testenv.Require(t, clusters.Check("redis-sentinel"))
+}
+
+// NeedNet skips outside CI, and fails under CI, when network namespaces
+// cannot be made.
+func NeedNet(t *testing.T) {
+	t.Helper()
+	testenv.Require(t, netns.Available())
+}
+
+// NeedFaketime skips outside CI, and fails under CI, without the clock shim.
+func NeedFaketime(t *testing.T) {
+	t.Helper()
+	testenv.Require(t, clusters.CheckClockShim())
+}
+
+// NeedDocker skips outside CI, and fails under CI, when there is no Docker
+// engine or no local redis image; the runs use the local images (see
+// DockerImages), never a pull.
+func NeedDocker(t *testing.T) { NeedImage(t, docker.KindRedis) }
+
+// NeedImage is NeedDocker for the image of kind.
+func NeedImage(t *testing.T, kind string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := docker.Available(ctx, kind, DockerImages("docker"))
+	if err == nil && os.Geteuid() != 0 {
+		err = errors.New("the docker backend tests need root")
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err.Error())
+	}
+}
+
+// DockerImages are the images a test run on cluster uses: for docker, the
+// local image of every kind (scripts/build-images.sh), unless
+// $LOCKTEST_IMAGE_<KIND> names another; nil for the other backends.
+func DockerImages(cluster string) map[string]string {
+	if cluster != "docker" {
+		return nil
+	}
+	out := map[string]string{}
+	for _, k := range docker.Kinds {
+		out[k] = os.Getenv(docker.ImageEnv(k))
+		if out[k] == "" {
+			out[k] = docker.LocalImage(k)
+		}
+	}
+	return out
+}
+
+// BaseOptions are the options of a short seeded run of lock under nem on
+// the local backend, whose clients are the test binary in worker mode (see
+// Main).
+func BaseOptions(t *testing.T, lock, nem string, seed int64) harness.Options {
+	t.Helper()
+	return harness.Options{
+		Lock: lock, Nemesis: nem, Seed: seed,
+		TimeLimit: 8 * time.Second, Clients: 5, TTL: time.Second,
+		Hold:        workloads.Range{Min: 50 * time.Millisecond, Max: 250 * time.Millisecond},
+		Think:       workloads.Range{Min: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+		WaitTimeout: 3 * time.Second, OpTimeout: 500 * time.Millisecond,
+		Store: t.TempDir(), Cluster: "local", Quiet: true,
+		ClientArgv: []string{os.Args[0], "worker"},
+		Out:        &strings.Builder{},
+	}
+}
+
+// ClientCmdOptions are BaseOptions for the --client-cmd cmd on topology.
+func ClientCmdOptions(t *testing.T, cmd, topology, nem string, seed int64) harness.Options {
+	t.Helper()
+	o := BaseOptions(t, "", nem, seed)
+	o.ClientArgv = nil
+	o.ClientCmd = cmd
+	o.Topology = topology
+	return o
+}
+
+// FailoverShape sizes a failover cell: long holds within a longer lease, and
+// a run long enough for one failover (the rejoin, about 10 s, comes after).
+func FailoverShape(o *harness.Options) {
+	o.TTL = 6 * time.Second
+	o.Hold = workloads.Range{Min: 3 * time.Second, Max: 4 * time.Second}
+	o.TimeLimit = 12 * time.Second
+}
+
+// Kinds counts r's anomalies of severity (all of them for "") by kind.
+func Kinds(r checker.Result, severity string) map[string]int {
+	out := map[string]int{}
+	for _, a := range r.Anomalies {
+		if severity == "" || string(a.Severity) == severity {
+			out[string(a.Kind)]++
+		}
+	}
+	return out
+}
+
+// AssertNothingLeft checks that no process the run in dir started is alive.
+func AssertNothingLeft(t *testing.T, dir string) {
+	t.Helper()
+	h, err := history.Load(filepath.Join(dir, "history.jsonl"))
+	require.NoError(t, err)
+	for _, c := range h.Clients {
+		require.False(t, Alive(c.PID), "client %d (pid %d) still runs", c.ID, c.PID)
+		require.NotEqual(t, history.Never, c.End, "client %d has no exit event", c.ID)
+	}
+	for _, f := range h.Faults {
+		require.NotEqual(t, history.Never, f.End, "fault %s on %s was never healed", f.Name, f.Target)
+	}
+	// No server started for the run survives it: every server's command
+	// line names its directory under the run directory.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), dir) {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.Split(p, "/")[2])
+		require.False(t, Alive(pid), "pid %d still runs: %s", pid, strings.ReplaceAll(string(b), "\x00", " "))
+	}
+}
+
+// Alive says whether the process pid runs (a zombie does not).
+func Alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	// A zombie is gone for our purposes.
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+// ReadFile returns the text of the file at path.
+func ReadFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
