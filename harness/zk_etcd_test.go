@@ -42,7 +42,11 @@ func TestZKEtcdCells(t *testing.T) {
 		// (acquire(0)) fails now and then although nobody holds the lock
 		// (a trier ahead in the queue that is itself about to give up),
 		// which the linearizability check rightly reports against a mutex.
-		{name: "zk without faults is safe", lock: "zk", nemesis: "none", wait: true, verdict: checker.Safe},
+		// A 4 s session: with the base 1 s one, a client starved of CPU
+		// on a busy machine (two CPU hogs beside the suite) missed its
+		// heartbeats, its session expired and its release removed
+		// nothing: rightly unsafe, but a fault the cell does not mean.
+		{name: "zk without faults is safe", lock: "zk", nemesis: "none", wait: true, ttl: 4 * time.Second, verdict: checker.Safe},
 		// The holder goes on working (1.2-2.4 s holds) while cut off; its
 		// session expires after 1 s and another client gets the lock.
 		{name: "zk with the holder cut from the ensemble is unsafe", lock: "zk", nemesis: "partition",
@@ -69,7 +73,7 @@ func TestZKEtcdCells(t *testing.T) {
 			verdict: checker.Safe, wantNone: []string{string(checker.KindLostUpdate), string(checker.KindStaleWriteAccepted)}},
 		// Blocking acquires: a waiting writer's node stops later readers,
 		// so writers are not starved (with try-locks they nearly are).
-		{name: "zk-rw readers share and writers exclude", lock: "zk-rw", nemesis: "none", wait: true,
+		{name: "zk-rw readers share and writers exclude", lock: "zk-rw", nemesis: "none", wait: true, ttl: 4 * time.Second,
 			check: func(t *testing.T, h *history.History, r checker.Result) {
 				excl, share, as := checker.ReadWriteStats(h)
 				require.Equal(t, checker.Pass, excl.Status, "%s; %v", excl.Detail, as)

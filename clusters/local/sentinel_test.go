@@ -229,3 +229,26 @@ func TestSentinelTopologyInNamespaces(t *testing.T) {
 	require.Equal(t, "after", nm.Get(ctx, "k").Val())
 	require.NoError(t, nw.Heal(ctx))
 }
+
+// FailPrimary with no client granting anything: it waits for a lone grant
+// only as long as Sentinel still takes the cut-off replicas for promotion
+// (a replica whose link to the master has been down for more than 10
+// down-after periods, plus the master's time down, is never promoted), then
+// kills the master anyway, and a replica is promoted. On a busy machine a
+// grant can take longer than that to come.
+func TestSentinelFailPrimaryWithoutGrant(t *testing.T) {
+	needSentinel(t)
+	ctx := context.Background()
+	cl, err := Backend{}.Start(ctx, clusters.Spec{Topology: "redis-sentinel", Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, cl.Stop(ctx)) }()
+	f, ok := cl.(clusters.Failoverer)
+	require.True(t, ok)
+	start := time.Now()
+	detail, err := f.FailPrimary(ctx)
+	require.NoError(t, err)
+	t.Logf("%s (in %s)", detail, time.Since(start).Round(time.Millisecond))
+	require.Contains(t, detail, "no lease granted on it alone")
+	require.Zero(t, cl.Nodes()[0].PID(), "the old master is dead")
+	require.NoError(t, f.Rejoin(ctx))
+}

@@ -44,9 +44,20 @@ const (
 	SentinelReadyLimit = 30 * time.Second
 	promotionLimit     = 30 * time.Second
 	rejoinLimit        = 30 * time.Second
+	// sentinelReplicaValidity is how long a replica's link to its master
+	// may have been down, beyond the master's own time down, for Sentinel
+	// still to promote it (10 down-after periods: Redis's
+	// SENTINEL_DEFAULT_SLAVE_VALIDITY_FACTOR, sentinelSelectSlave). A
+	// replica cut off longer before the master failed is never promoted:
+	// the failover aborts (-failover-abort-no-good-slave) again and again.
+	sentinelReplicaValidity = 10 * SentinelDownAfter
 	// loneGrantLimit bounds how long FailPrimary waits for a lease granted
-	// on the cut-off master before it kills the master anyway.
-	loneGrantLimit = 10 * time.Second
+	// on the cut-off master before it kills the master anyway: half the
+	// replicas' validity, which leaves the Sentinels (detection takes
+	// down-after plus up to a ping period) room on a busy machine. With
+	// 10 s, a run on a machine too busy to grant within 9 s could not fail
+	// over at all.
+	loneGrantLimit = sentinelReplicaValidity / 2
 )
 
 // RedisDataConf is a data node's config file: the replication user (any
@@ -258,7 +269,7 @@ func (c *Sentinel) notReady(ctx context.Context, master string) string {
 // running Sentinel names a new master. The detail tells what was lost and
 // when the promotion was seen.
 //
-// If no such grant comes within 10 s the master is killed anyway, and the
+// If no such grant comes within 5 s (loneGrantLimit) the master is killed anyway, and the
 // detail says so. The cut is undone if the kill does not happen.
 func (c *Sentinel) FailPrimary(ctx context.Context) (string, error) {
 	return c.failPrimary(ctx, false)
@@ -463,7 +474,7 @@ func (c *Sentinel) waitPromotion(ctx context.Context, old string, limit time.Dur
 		}
 		if time.Now().After(deadline) {
 			if newAddr == "" {
-				return "", 0, 0, fmt.Errorf("no sentinel named a new master within %s", limit)
+				return "", 0, 0, fmt.Errorf("no sentinel named a new master within %s (%s)", limit, c.replicasSeen(ctx))
 			}
 			return "", 0, 0, fmt.Errorf("sentinels did not agree on the new master %s within %s", newAddr, limit)
 		}
@@ -471,6 +482,36 @@ func (c *Sentinel) waitPromotion(ctx context.Context, old string, limit time.Dur
 			return "", 0, 0, ctx.Err()
 		}
 	}
+}
+
+// replicasSeen says how the first running Sentinel sees the replicas (for
+// a failover that did not happen: Sentinel promotes none that is down, or
+// whose link to the master has been down too long, see
+// sentinelReplicaValidity).
+func (c *Sentinel) replicasSeen(ctx context.Context) string {
+	for _, s := range c.Sentinels {
+		if s.PID() == 0 {
+			continue
+		}
+		rdb := c.admin(s.Addr())
+		v, err := rdb.Do(ctx, "SENTINEL", "REPLICAS", clusters.SentinelMaster).Slice()
+		rdb.Close()
+		if err != nil {
+			return fmt.Sprintf("%s: SENTINEL REPLICAS: %v", s.Name(), err)
+		}
+		var reps []string
+		for _, r := range v {
+			f, _ := r.([]any)
+			m := map[string]string{}
+			for i := 0; i+1 < len(f); i += 2 {
+				m[fmt.Sprint(f[i])] = fmt.Sprint(f[i+1])
+			}
+			reps = append(reps, fmt.Sprintf("%s:%s flags %s, link to the master down %s ms", m["ip"], m["port"], m["flags"], m["master-link-down-time"]))
+		}
+		return fmt.Sprintf("%s sees the replicas: %s; it promotes none whose link has been down more than %s beyond the master's time down",
+			s.Name(), strings.Join(reps, "; "), sentinelReplicaValidity)
+	}
+	return "no sentinel running"
 }
 
 // Rejoin restarts the master FailPrimary killed, empty, on its old address

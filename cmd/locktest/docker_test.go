@@ -19,9 +19,11 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/stretchr/testify/require"
 
+	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/reports"
 )
 
 // needDocker skips outside CI, and fails under CI, without a Docker engine
@@ -225,17 +227,21 @@ func TestComposeTopologies(t *testing.T) {
 	require.NoError(t, err)
 	cases := []struct {
 		profile, kind string
+		limit         string // --time-limit of each run
 		runs          [][]string
 	}{
-		{"etcd3", docker.KindEtcd, [][]string{{"--lock", "etcd", "--nemesis", "pause-server,kill,partition", "--param", "kill=leader"}}},
+		{"etcd3", docker.KindEtcd, "8s", [][]string{{"--lock", "etcd", "--nemesis", "pause-server,kill,partition", "--param", "kill=leader"}}},
 		// Redlock's kill strikes just enough of the granting servers
 		// (3 of 5 when all granted) at once: restarted together, they
 		// keep their addresses.
-		{"redlock", docker.KindRedis, [][]string{{"--lock", "redlock", "--nemesis", "kill"}}},
-		{"sentinel", docker.KindRedis, [][]string{
+		// 12 s: on a busy machine Redlock's first grants come late
+		// (slow servers miss the per-node timeout), and the kill
+		// waits for one; the sentinel stack takes longer anyway.
+		{"redlock", docker.KindRedis, "12s", [][]string{{"--lock", "redlock", "--nemesis", "kill"}}},
+		{"sentinel", docker.KindRedis, "8s", [][]string{
 			{"--lock", "redis-sentinel", "--nemesis", "failover", "--ttl", "6s", "--hold", "3s..4s"},
 			{"--lock", "redis-sentinel", "--nemesis", "pause-server"}}},
-		{"mysql-replicated", docker.KindMariaDB, [][]string{
+		{"mysql-replicated", docker.KindMariaDB, "8s", [][]string{
 			{"--lock", "mysql-for-update", "--topology", "mysql-replicated", "--nemesis", "failover", "--hold", "800ms..1200ms"},
 			{"--lock", "mysql-for-update", "--topology", "mysql-replicated", "--nemesis", "kill"}}},
 	}
@@ -261,11 +267,23 @@ func TestComposeTopologies(t *testing.T) {
 			for _, args := range tc.runs {
 				t0 = time.Now()
 				r := run(t, append(env, docker.ComposeProjectEnv+"="+project),
-					append([]string{"run", "--cluster", "compose", "--time-limit", "8s", "--store", store, "--quiet", "--seed", "3"}, args...)...)
+					append([]string{"run", "--cluster", "compose", "--time-limit", tc.limit, "--store", store, "--quiet", "--seed", "3"}, args...)...)
 				require.Contains(t, []int{0, 1, 3}, r.code, r.stdout+r.stderr)
 				h, err := history.Load(filepath.Join(store, "latest", "history.jsonl"))
 				require.NoError(t, err)
-				require.NotEmpty(t, h.Faults, "no fault in %v", args)
+				if len(h.Faults) == 0 {
+					// A fault strikes after a grant (and kill only while
+					// a client holds the lock): on a busy machine a run
+					// may see none in time. Such a run proves nothing
+					// and must say so.
+					res, err := reports.ReadResultsJSON(filepath.Join(store, "latest", "results.json"))
+					require.NoError(t, err)
+					require.Equal(t, checker.Inconclusive, res.Verdict, "no fault in %v: %s", args, res.Why)
+					require.Equal(t, 3, r.code, "no fault in %v", args)
+					require.Contains(t, res.Why, "never injected a fault")
+					t.Logf("%s %v: exit %d in %s, no fault (%d successful acquires): %s", tc.profile, args, r.code, time.Since(t0).Round(100*time.Millisecond), res.Counts.AcquiresOK, res.Why)
+					continue
+				}
 				for _, f := range h.Faults {
 					require.NotEqual(t, history.Never, f.End, "fault %s on %s never healed", f.Name, f.Target)
 					require.NotContains(t, f.Detail, "failed", "%s on %s", f.Name, f.Target)
