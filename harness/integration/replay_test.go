@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,11 +189,20 @@ func lastedTheirLength(t *testing.T, h *history.History, out nemesis.Schedule) {
 			length[e.FaultID] = d
 		}
 	}
+	// A strike aimed at an acquire in flight stands down once that acquire
+	// lost to another client's ("healed early: ..."): it is not meant to
+	// last its length.
+	early := map[int64]bool{}
+	for _, e := range h.Events {
+		if e.Type == history.FaultEnd && strings.HasPrefix(e.Detail, "healed early") {
+			early[e.FaultID] = true
+		}
+	}
 	for _, f := range h.Faults {
 		// (Cut short by the end of the run, "run ending": not to be
 		// measured. A clock-client's length is how far back the clock
 		// goes; it ends at the holder's next acquire.)
-		if f.Name == "clock-client" || f.Failed || f.End == history.Never || time.Duration(f.Start)+length[f.ID] >= time.Duration(h.Info.TimeLimitMs)*time.Millisecond {
+		if f.Name == "clock-client" || f.Failed || early[f.ID] || f.End == history.Never || time.Duration(f.Start)+length[f.ID] >= time.Duration(h.Info.TimeLimitMs)*time.Millisecond {
 			continue
 		}
 		lasted := time.Duration(f.End - f.Start)
