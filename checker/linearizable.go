@@ -59,6 +59,11 @@ func checkLinearizableCtx(ctx context.Context, f *facts, opts Options) (Property
 		return fmt.Sprintf("the lock sweep exceeded its bound (%d configurations)", st.Bound)
 	}
 	switch {
+	case r.window != nil:
+		p.Status = Fail
+		p.Count = 1
+		p.Detail = r.window.detail()
+		return p, []Anomaly{r.window.anomaly(ops, h.Ops, h, m)}
 	case st.Exceeded && proven:
 		p.Status = Fail
 		p.Count = 1
@@ -100,6 +105,10 @@ const provenBudget = time.Second
 type sweepRun struct {
 	s  *sweep
 	ow *owners
+	// window, when set, is a relaxed window around where the beam passes
+	// stopped that cannot be ordered (windowproof.go): the history is not
+	// linearizable; s is then the last beam pass.
+	window *windowFailure
 }
 
 // prepareLock converts h's lock operations and builds the model: the
@@ -138,6 +147,7 @@ func runLockSweep(ops []lockOp, dropped int, m lockModel, opts Options) sweepRun
 // nil for never) says so.
 func runLockSweepHalt(ops []lockOp, dropped int, m lockModel, opts Options, halt func() bool) sweepRun {
 	la := newLookahead(ops, m.ow)
+	wp := newWindowProver(ops, m, opts, halt)
 	for _, beam := range passBeams {
 		first := newSweep(m, opts.SearchBound)
 		first.halt = halt
@@ -148,6 +158,10 @@ func runLockSweepHalt(ops []lockOp, dropped int, m lockModel, opts Options, halt
 			(first.stats.Approx == 0 && first.stats.Restricted == 0 && first.stats.Beam == 0) {
 			first.stats.Dropped = dropped
 			return sweepRun{s: first, ow: m.ow}
+		}
+		if wf := wp.try(first.blocker); wf != nil {
+			first.stats.Dropped = dropped
+			return sweepRun{s: first, ow: m.ow, window: wf}
 		}
 		if first.stats.Beam == 0 {
 			break // (a wider beam would stop there too: the exact pass decides)
