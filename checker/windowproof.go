@@ -30,10 +30,10 @@ import (
 //     so its deadline stays);
 //   - of the operations invoked before a that returned before a or never:
 //     a successful or indeterminate acquire X is kept, indeterminate, when
-//     its lease may still run at a (X.call + life > a) or a release kept
-//     above can free its hold (ownsHold); a release (any outcome) is kept,
-//     indeterminate, when it can free a hold of an acquire kept; the rest
-//     are dropped;
+//     its lease may still run at a (X.call + life > a) or a successful
+//     release kept above as it is can free its hold (ownsHold); a release is kept when it can
+//     free a hold of an acquire kept (indeterminate, but a refused one as
+//     it is); the rest are dropped;
 //   - when an acquire was dropped, a pool of phantom indeterminate acquires
 //     by a client that has no operation, invoked one lease before every
 //     operation of W, so that their lease may have run out at every point
@@ -43,7 +43,9 @@ import (
 // W (restricted to the window, up to b), so if W has none, neither has the
 // history. Walk L in order and map each step:
 //
-//   - an operation of W: the same step. Loosening only adds outcomes: an
+//   - an operation of W: the same step (a refused release kept as it is
+//     takes it too, or, where L's holder is a phantom in W, leaves the
+//     expired phantom holding, see below). Loosening only adds outcomes: an
 //     indeterminate acquire may have no effect or take the lock exactly when
 //     a successful one can (with a later deadline: acqRet is never); an
 //     indeterminate release may have no effect or free the lock whenever it
@@ -65,7 +67,9 @@ import (
 //     its own point, a release that does not own it changes nothing, and it
 //     also explains refusals (expiredOverFree, rule 2 of README's issue 17).
 //     The same holds where a kept release frees a dropped acquire's hold in
-//     L but cannot free the phantom's in W.
+//     L but cannot free the phantom's in W (it is not a successful one
+//     kept as it is, else the hold's acquire was kept): it may leave the
+//     phantom be.
 //   - every other dropped operation is wholly before a and its effect is
 //     one of the above (a failed acquire, or a release freeing a dropped
 //     hold), or the operation returned after b (invoked after b: dropped
@@ -211,9 +215,10 @@ func relaxedWindow(ops []lockOp, m lockModel, a, b int64, phantomClient int32) (
 	addW := func(op lockOp) {
 		w = append(w, op)
 		k := int32(len(w) - 1)
-		if op.kind == linRelease {
+		switch {
+		case op.kind == linRelease:
 			relsOf[op.client] = append(relsOf[op.client], k)
-		} else {
+		case op.out != outHeld: // (a refused acquire holds nothing)
 			acqsOf[op.client] = append(acqsOf[op.client], k)
 		}
 	}
@@ -252,7 +257,11 @@ func relaxedWindow(ops []lockOp, m lockModel, a, b int64, phantomClient int32) (
 			if keep {
 				break
 			}
-			keep = m.ownsHold(op.client, heldOwner(op), &w[r])
+			// Only a successful release must own the hold: any other
+			// may leave it be (an indeterminate one has no effect, a
+			// refused one does not own the phantom), and an expired
+			// phantom holding answers as the free lock would.
+			keep = w[r].out == outOK && w[r].ret != history.Never && m.ownsHold(op.client, heldOwner(op), &w[r])
 		}
 		if !keep {
 			dropped++
@@ -274,7 +283,14 @@ func relaxedWindow(ops []lockOp, m lockModel, a, b int64, phantomClient int32) (
 		}
 		for _, q := range acqsOf[op.client] {
 			if m.ownsHold(op.client, heldOwner(&w[q]), op) {
-				w = append(w, loose(*op))
+				if op.out == outNotOwner {
+					// Refused before a: it takes the same step in W
+					// (or, where L's holder is a phantom in W, one that
+					// leaves the expired phantom holding).
+					w = append(w, *op)
+				} else {
+					w = append(w, loose(*op))
+				}
 				break
 			}
 		}
@@ -368,6 +384,6 @@ func (f windowFailure) anomaly(ops []lockOp, hops []history.Operation, h *histor
 // detail says how the window proof decided.
 func (f windowFailure) detail() string {
 	st := &f.s.stats
-	return fmt.Sprintf("every beam pass stopped; the relaxed window [%s, %s] ending at the return the beams stopped at (%d operations, %d definite, %d phantom acquires) cannot be ordered: exact sweep of the window, %d returns, at most %s open (%d windows tried)",
+	return fmt.Sprintf("a beam pass of the lock sweep stopped; the relaxed window [%s, %s] ending at the return it stopped at (%d operations, %d definite, %d phantom acquires) cannot be ordered: exact sweep of the window, %d returns, at most %s open (%d windows tried)",
 		at(f.a), at(f.b), len(f.ops), f.kept, f.phantom, st.Forced+st.Searched, plural(st.MaxFrontier, "configuration", "configurations"), f.tried)
 }

@@ -1,9 +1,12 @@
 package checker
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -257,4 +260,40 @@ func TestWindowProofAgreesWithPorcupine(t *testing.T) {
 		2*n, tried, failedWindows, illegal, caught)
 	require.Positive(t, caught, "the window proof failed no illegal history")
 	require.Positive(t, tried)
+}
+
+// TestWindowProofWriteDirs writes run directories (history.jsonl) of the
+// shape with injected violations, for measuring the whole `locktest check
+// DIR` (LOCKTEST_WINDOW_DIR: where; LOCKTEST_PROBE_OPS: sizes, default
+// 100k and 1M; 50 clients, 1% and 5% lost, each kind at 50% and 90%).
+//
+//	LOCKTEST_WINDOW_DIR=/tmp/wp go test ./checker -run TestWindowProofWriteDirs
+func TestWindowProofWriteDirs(t *testing.T) {
+	root := os.Getenv("LOCKTEST_WINDOW_DIR")
+	if root == "" {
+		t.Skip("set LOCKTEST_WINDOW_DIR")
+	}
+	for _, ops := range envInts(t, "LOCKTEST_PROBE_OPS", []int{100_000, 1_000_000}) {
+		for _, lost := range []float64{0.01, 0.05} {
+			cfg := lostShape(1, ops, 50, lost, 0)
+			evs := histgen.Generate(cfg).Events
+			for _, kind := range injKinds {
+				for _, frac := range []float64{0.5, 0.9} {
+					out, _, ok := withViolation(evs, kind, frac, cfg.TTL, DefaultOptions().Slack)
+					require.True(t, ok)
+					dir := filepath.Join(root, fmt.Sprintf("%dk-%.0fpct-%s-%.0f", ops/1000, lost*100, kind, frac*100))
+					require.NoError(t, os.MkdirAll(dir, 0o755))
+					f, err := os.Create(filepath.Join(dir, "history.jsonl"))
+					require.NoError(t, err)
+					w := bufio.NewWriter(f)
+					enc := json.NewEncoder(w)
+					for i := range out {
+						require.NoError(t, enc.Encode(&out[i]))
+					}
+					require.NoError(t, w.Flush())
+					require.NoError(t, f.Close())
+				}
+			}
+		}
+	}
 }
