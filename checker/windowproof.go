@@ -122,13 +122,15 @@ func windowProofApplies(m lockModel) bool {
 }
 
 // windowProver tries window proofs at the operations where beam passes
-// stopped, within windowProofBudget in all.
+// stopped, within windowProofBudget in all (the time spent in tries, not
+// in the passes between them).
 type windowProver struct {
 	ops           []lockOp
 	m             lockModel
 	opts          Options
 	halt          func() bool
-	deadline      time.Time
+	deadline      time.Time     // of the current try
+	left          time.Duration // of windowProofBudget, for the tries to come
 	phantomClient int32
 	seen          map[int32]bool
 	tried         int
@@ -140,7 +142,7 @@ func newWindowProver(ops []lockOp, m lockModel, opts Options, halt func() bool) 
 		client = max(client, ops[k].client)
 	}
 	return &windowProver{ops: ops, m: m, opts: opts, halt: halt, phantomClient: client + 1,
-		deadline: time.Now().Add(windowProofBudget), seen: map[int32]bool{}}
+		left: windowProofBudget, seen: map[int32]bool{}}
 }
 
 func (p *windowProver) stop() bool {
@@ -157,6 +159,12 @@ func (p *windowProver) try(blocker int32) *windowFailure {
 		return nil
 	}
 	p.seen[blocker] = true
+	if p.left <= 0 {
+		return nil
+	}
+	start := time.Now()
+	p.deadline = start.Add(p.left)
+	defer func() { p.left -= time.Since(start) }()
 	b := ops[blocker].ret
 	w := windowFirst * m.ttl
 	for range windowSteps {
