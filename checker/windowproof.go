@@ -98,6 +98,11 @@ var windowTrace func(blocker int32, a, b int64, n, kept, phantoms int, passed bo
 // windowProofBudget bounds the time spent on window proofs in one check.
 const windowProofBudget = 3 * time.Second
 
+// windowTryBudget bounds one try (the windows at one blocker): a narrow
+// beam that stops on a linearizable history gives a blocker no window
+// fails, and the wider beam should not wait long for it.
+const windowTryBudget = time.Second
+
 // windowFirst is the first window's length in leases; each next window is
 // twice as long, at most windowSteps of them.
 const (
@@ -163,7 +168,7 @@ func (p *windowProver) try(blocker int32) *windowFailure {
 		return nil
 	}
 	start := time.Now()
-	p.deadline = start.Add(p.left)
+	p.deadline = start.Add(min(p.left, windowTryBudget))
 	defer func() { p.left -= time.Since(start) }()
 	b := ops[blocker].ret
 	w := windowFirst * m.ttl
