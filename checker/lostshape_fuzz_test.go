@@ -96,7 +96,8 @@ func lostShapeFromBytes(data []byte) (*history.History, error) {
 
 // FuzzLostShape: on any small history of issue 17's shape decoded from
 // the input (lostShapeFromBytes), the lock sweep gives porcupine's verdict
-// wherever porcupine gives one. The seed corpus (and, in the normal run,
+// wherever porcupine gives one, and the window proof (windowproof.go),
+// forced at some of its returns, fails none that porcupine passes. The seed corpus (and, in the normal run,
 // TestLostShapeFuzzCorpus's 400 random inputs) runs in the normal test run:
 //
 //	go test ./checker/ -run XXX -fuzz FuzzLostShape
@@ -112,7 +113,9 @@ func FuzzLostShape(f *testing.F) {
 		if err != nil {
 			t.Skip(err)
 		}
-		requireAgree(t, "fuzz", h, judge(h, time.Second))
+		v := judge(h, time.Second)
+		requireAgree(t, "fuzz", h, v)
+		windowsSound(t, "fuzz", h, v.porcupine) // (never a window failure porcupine passes)
 	})
 }
 
@@ -134,12 +137,19 @@ func TestLostShapeFuzzCorpus(t *testing.T) {
 		n = 100
 	}
 	var rules ruleCounts
-	decided := 0
+	decided, windows, windowFails := 0, 0, 0
 	for seed := range uint64(n) {
 		h, err := lostShapeFromBytes(lostShapeBytes(1000+seed, 8+int(seed%21)))
 		require.NoError(t, err)
-		if requireAgree(t, "lost shape", h, judge(h, time.Second)) {
+		v := judge(h, time.Second)
+		if requireAgree(t, "lost shape", h, v) {
 			decided++
+		}
+		if seed%4 == 0 {
+			// The window proof, forced at some returns: never a failure
+			// porcupine passes.
+			tr, f := windowsSound(t, "lost shape", h, v.porcupine)
+			windows, windowFails = windows+tr, windowFails+f
 		}
 		kept, dropped, m := prepareLock(h, int64(DefaultOptions().Slack))
 		r := runLockSweep(kept, dropped, m, DefaultOptions()).s.rules
@@ -147,7 +157,8 @@ func TestLostShapeFuzzCorpus(t *testing.T) {
 		rules.expiredOverFree += r.expiredOverFree
 		rules.refusedAtOnce += r.refusedAtOnce
 	}
-	t.Logf("%d histories, %d decided by porcupine; rules %+v", n, decided, rules)
+	t.Logf("%d histories, %d decided by porcupine; rules %+v; %d relaxed windows swept, %d returns with one that cannot be ordered", n, decided, rules, windows, windowFails)
+	require.Positive(t, windows)
 	require.Greater(t, decided, n/2)
 	require.Positive(t, rules.expiredOverFree)
 	require.Positive(t, rules.refusedAtOnce)

@@ -41,6 +41,11 @@ type lockOp struct {
 	// done is, for an indeterminate operation, when its client gave up on
 	// it (the time its completion was recorded; Never when none was).
 	done int64
+	// grantBy, when positive, is for an indeterminate acquire the latest
+	// time its lease may have been granted (acqRet): a successful acquire
+	// loosened by the window proof (windowproof.go) keeps its return
+	// there. 0 for every operation of a history.
+	grantBy int64
 }
 
 // lockState is the model's state: who holds the lock (client 0: free) with
@@ -190,6 +195,9 @@ func (m lockModel) taken(in *lockOp, t int64) lockState {
 	}
 	if m.lease {
 		s.acqCall, s.acqRet, s.now = in.call, in.ret, t
+		if in.grantBy > 0 {
+			s.acqRet = in.grantBy
+		}
 	}
 	return s
 }

@@ -240,9 +240,10 @@ func (s *sweep) runFrom(ops []lockOp) bool {
 
 // firstPass runs the first pass (see runLockSweep) with each beam of
 // passBeams from the start of the history, each resumed wider from its
-// checkpoints where it stops (resuming); nil when the exact pass must
-// decide: every beam stopped.
-func firstPass(ops []lockOp, m lockModel, opts Options, la *lookahead, halt func() bool) *sweep {
+// checkpoints where it stops (resuming), and where a pass stops for good,
+// the window proof (windowproof.go) tried at its blocker; nil when the exact
+// pass must decide: every beam stopped, and no window failed the history.
+func firstPass(ops []lockOp, m lockModel, opts Options, la *lookahead, halt func() bool, wp *windowProver) (*sweep, *windowFailure) {
 	for _, beam := range passBeams {
 		s := newSweep(m, opts.SearchBound)
 		s.halt = halt
@@ -255,13 +256,18 @@ func firstPass(ops []lockOp, m lockModel, opts Options, la *lookahead, halt func
 		s = s.resuming(ops)
 		if !s.stopped() || s.stats.Exceeded ||
 			(s.stats.Approx == 0 && s.stats.Restricted == 0 && s.stats.Beam == 0) {
-			return s
+			return s, nil
+		}
+		// Stopped where no resume got past: a relaxed window ending
+		// there that cannot be ordered fails the history (windowproof.go).
+		if wf := wp.try(s.blocker); wf != nil {
+			return s, wf
 		}
 		if s.stats.Beam == 0 {
 			break // (a wider beam would stop there too: the exact pass decides)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // resuming runs s to the end; where it stops after its beam cut, it
