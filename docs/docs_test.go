@@ -165,6 +165,11 @@ func TestReadmeFrontDoor(t *testing.T) {
 			code.WriteString(l + "\n")
 		}
 	}
+	// The go test line the README quotes is the one scripts/test.sh runs.
+	goTest := goTestRe.FindString(read(t, "scripts/test.sh"))
+	require.NotEmpty(t, goTest, "scripts/test.sh runs no go test")
+	require.Contains(t, readme, "`"+goTest+"`", "README.md does not quote scripts/test.sh's %q", goTest)
+
 	scripts := ciScriptRe.FindAllString(read(t, ".ci/run"), -1)
 	require.NotEmpty(t, scripts, ".ci/run runs no ./scripts/")
 	for _, s := range scripts {
@@ -176,6 +181,7 @@ var (
 	rowNameRe  = regexp.MustCompile("^\\| `([^`]+)` \\|")
 	commandRe  = regexp.MustCompile("^\\| `locktest ([a-z-]+)")
 	ciScriptRe = regexp.MustCompile(`(?m)^(\./scripts/\S+)`)
+	goTestRe   = regexp.MustCompile(`(?m)^go test .*$`)
 )
 
 // tableRows returns the first-column names (`name`) of the rows of every
