@@ -520,6 +520,7 @@ func (s *sweep) ret(i int32) {
 			return
 		}
 	}
+	s.preCut()
 	s.prune()
 	s.cutBeam()
 	if forced && len(s.next) == 1 {

@@ -29,8 +29,8 @@ import (
 
 // Resuming: a checkpoint every resumeEvery returns read (at the first
 // return after that at which the beam cuts), the last resumeKeep of them
-// kept, resumeWidth configurations in each; at most resumeTries resumes
-// per pass from the start. (Variables: tests take checkpoints more often.)
+// kept, resumeWidth configurations in each. (Variables: tests take
+// checkpoints more often.)
 var (
 	resumeEvery = 256
 	resumeKeep  = 4
@@ -45,10 +45,7 @@ var (
 // checkpoints).
 const resumeShare = 64
 
-const (
-	resumeWidth = 64
-	resumeTries = 12
-)
+const resumeWidth = 64
 
 // sweepBeam is what a first pass keeps to resume from.
 type sweepBeam struct {
@@ -273,15 +270,18 @@ func firstPass(ops []lockOp, m lockModel, opts Options, la *lookahead, halt func
 // resuming runs s to the end; where it stops after its beam cut, it
 // resumes from the latest checkpoint before the stop with the next wider
 // beam, then (stopping again before getting past) from an earlier one with
-// a wider one still, and so on while checkpoints, beams and resumeTries
-// last. A resumed pass keeps its wider beam until resumeEvery returns past
+// a wider one still, and so on while checkpoints and beams last. Every
+// stop gets its own resumes: a resume either gets past the stop (the next
+// stop is later in the history) or widens the beam, so their number is
+// bounded by the returns times the beams (and the sweep's time budget
+// halts it). A resumed pass keeps its wider beam until resumeEvery returns past
 // the stop, then narrows back to its own. It returns the last sweep run:
 // through, exceeded, or stopped.
 func (s *sweep) resuming(ops []lockOp) *sweep {
 	var cks []*checkpoint // the checkpoints before the stop being got past
 	stuck, from, level := -1, 0, 0
 	for tries := 0; ; tries++ {
-		if s.runFrom(ops) || s.stats.Exceeded || s.stats.Beam == 0 || s.ckEvery == 0 || tries == resumeTries {
+		if s.runFrom(ops) || s.stats.Exceeded || s.stats.Beam == 0 || s.ckEvery == 0 {
 			return s
 		}
 		if at := s.returnsRead(); at > stuck {
