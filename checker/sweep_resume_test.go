@@ -1,7 +1,6 @@
 package checker
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -164,30 +163,7 @@ func TestResumedPassIsALinearization(t *testing.T) {
 			require.Equal(t, map[porcupine.CheckResult]int{porcupine.Ok: 1, porcupine.Illegal: 0}[want], got, "%s: runLockSweep", what)
 		}
 	}
-	rng := rand.New(rand.NewPCG(17, 4))
-	for i := range n {
-		ttl := time.Duration(2+rng.IntN(4)) * time.Millisecond
-		cfg := histgen.Config{
-			Seed: uint64(i), Clients: 3 + rng.IntN(6), Ops: 60 + rng.IntN(300),
-			Indeterminate: []float64{0.05, 0.1, 0.2}[rng.IntN(3)],
-			Lease:         true, TTL: ttl, OpTimeout: time.Duration(5+rng.IntN(16)) * ttl,
-		}
-		if rng.IntN(3) == 0 {
-			cfg.DoubleHolders = 1
-		}
-		evs := histgen.Generate(cfg).Events
-		for range i % 2 * 2 {
-			evs = mutate(evs, rng)
-		}
-		h, err := history.FromEvents(evs)
-		require.NoError(t, err)
-		check(fmt.Sprintf("histgen %+v", cfg), h)
-
-		lcfg := smallLostShape(int64(i), rng)
-		lh, _, err := lostgen.GenerateHistory(lcfg)
-		require.NoError(t, err)
-		check(fmt.Sprintf("lostgen %+v", lcfg), lh)
-	}
+	smallShapes(t, 4, n, 300, check)
 	t.Logf("%d histories decided by porcupine; a resumed pass got through %d times, stopped on a linearizable history %d times",
 		decided, resumedPassed, resumedStoppedLegal)
 	require.Positive(t, resumedPassed, "no resumed pass got through: resuming is not tested")
