@@ -169,18 +169,8 @@ func runLockSweepHalt(ops []lockOp, dropped int, m lockModel, opts Options, halt
 // runAll reads ops, in order of invocation, to the end (or the first
 // operation that cannot be placed, or the bound).
 func (s *sweep) runAll(ops []lockOp) bool {
-	s.ops = ops
-	for i := range ops {
-		s.advance(ops[i].call)
-		if s.stopped() {
-			return false
-		}
-		s.call(int32(i))
-		if ops[i].ret != history.Never {
-			s.rets.push(int32(i))
-		}
-	}
-	return s.finish()
+	s.nextCall = 0
+	return s.runFrom(ops)
 }
 
 // statsDetail says how much of the history the sweep decided without
