@@ -49,9 +49,9 @@ shared and noisy: read medians and ratios, not single figures.`,
 	fl.DurationVar(&f.o.OpTimeout, "op-timeout", time.Second, "deadline of one request")
 	fl.DurationVar(&f.o.WaitTimeout, "wait-timeout", 5*time.Second, "how long a blocking acquire waits")
 	fl.StringVar(&f.o.Store, "store", "store", "directory that keeps every run")
-	fl.Var(paramsFlag{&f.o.Params}, "param", "scheme or server setting KEY=VALUE (each key once)")
+	fl.Var(paramsFlag{m: &f.o.Params}, "param", "scheme or server setting KEY=VALUE (each key once)")
 	fl.StringVar(&f.o.Cluster, "cluster", string(clusters.Local), "where the servers run: local, docker or compose (see locktest run --help)")
-	fl.StringToStringVar(&f.o.Images, "image", nil, "with --cluster docker: image per server kind, KIND=IMAGE")
+	fl.Var(paramsFlag{m: &f.o.Images, name: "image"}, "image", "with --cluster docker: image per server kind, KIND=IMAGE")
 	fl.StringVar(&f.o.Topology, "topology", "", "servers to run the schemes on, when they run on more than their own (e.g. mysql-replicated)")
 	return c
 }

@@ -94,6 +94,7 @@ func TestBadInput(t *testing.T) {
 		{"loss out of range", []string{"run", "--lock", "redis-lua", "--nemesis", "loss", "--param", "loss=1.5"}, nil, "--param loss"},
 		{"param given twice", []string{"run", "--lock", "etcd", "--nemesis", "kill", "--param", "kill=leader", "--param", "kill=holder"}, nil, `--param kill given twice ("leader", then "holder")`},
 		{"param given twice in one", []string{"run", "--lock", "etcd", "--nemesis", "kill", "--param", "kill=leader,kill=holder"}, nil, "--param kill given twice"},
+		{"image given twice", []string{"run", "--cluster", "docker", "--lock", "redis-lua", "--image", "redis=a:1", "--image", "redis=b:2"}, nil, `--image redis given twice ("a:1", then "b:2")`},
 		{"bench param given twice", []string{"bench", "--lock", "redis-lua", "--nemesis", "pause", "--param", "pause=1..2", "--param", "pause=2..3"}, nil, "--param pause given twice"},
 		{"jitter as long as the delay", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--param", "delay=50ms..200ms", "--param", "jitter=50ms"}, nil, "--param jitter=50ms: want less than the shortest delay (50ms, --param delay's LO)"},
 		{"jitter past the default delay", []string{"run", "--lock", "redis-lua", "--nemesis", "delay", "--ttl", "1s", "--param", "jitter=2s"}, nil, "--param jitter=2s: want less than the shortest delay (1.2s"},

@@ -8,10 +8,14 @@ import (
 	"strings"
 )
 
-// paramsFlag is --param KEY=VALUE, repeatable, or KEY=VALUE,KEY=VALUE in
-// one (read as pflag's string-to-string flag reads it), into a map; a key
-// given twice is an error, never the last one winning.
-type paramsFlag struct{ m *map[string]string }
+// paramsFlag is --param KEY=VALUE (or, named, --image KIND=IMAGE),
+// repeatable, or KEY=VALUE,KEY=VALUE in one (read as pflag's
+// string-to-string flag reads it), into a map; a key given twice is an
+// error, never the last one winning.
+type paramsFlag struct {
+	m    *map[string]string
+	name string // the flag's name, "param" when empty
+}
 
 func (f paramsFlag) Set(val string) error {
 	var pairs []string
@@ -35,7 +39,11 @@ func (f paramsFlag) Set(val string) error {
 			return fmt.Errorf("%s must be formatted as key=value", pair)
 		}
 		if old, seen := (*f.m)[k]; seen {
-			return fmt.Errorf("--param %s given twice (%q, then %q): give each key once", k, old, v)
+			name := f.name
+			if name == "" {
+				name = "param"
+			}
+			return fmt.Errorf("--%s %s given twice (%q, then %q): give each key once", name, k, old, v)
 		}
 		(*f.m)[k] = v
 	}
