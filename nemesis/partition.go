@@ -324,13 +324,16 @@ func (p *partitioner) loseReply(proc *workloads.Process, op history.Op) {
 	err := p.cutReplies(proc)
 	if err == nil && env.Workload.Holders() > 0 {
 		// Somebody took the lock while the rules went in: this acquire
-		// cannot succeed. Stand down and try another.
-		_ = env.Net.Heal(context.Background())
-		p.mu.Lock()
-		p.nextReply = time.Now()
-		p.mu.Unlock()
-		p.done()
-		return
+		// cannot succeed. Stand down and try another - unless the heal
+		// fails: then the cut is in effect and is recorded as the fault
+		// it is (hold heals it again at its end).
+		if herr := env.Net.Heal(context.Background()); herr == nil {
+			p.mu.Lock()
+			p.nextReply = time.Now()
+			p.mu.Unlock()
+			p.done()
+			return
+		}
 	}
 	s := p.enter(pl, grant)
 	end := fault(env, s, fmt.Sprintf("%s -> client %d", names(p.servers), proc.ID), proc.ID, fmt.Sprintf("lost-reply for %s", s.lengthOf()))
@@ -380,8 +383,11 @@ func (p *partitioner) replyDue(lo, hi float64) (time.Duration, bool) {
 // abortReplies ends a cut of the servers' answers whose rules did not all
 // go in: it heals what went in, ends the fault as failed and frees the slot.
 func (p *partitioner) abortReplies(end func(string), err error) {
-	_ = p.env.Net.Heal(context.Background())
-	end("failed: " + err.Error())
+	detail := "failed: " + err.Error()
+	if herr := p.env.Net.Heal(context.Background()); herr != nil {
+		detail += "; heal failed: " + herr.Error()
+	}
+	end(detail)
 	p.done()
 }
 
