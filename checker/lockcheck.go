@@ -107,11 +107,13 @@ type SearchStats struct {
 	// thread's CPU clock cannot be read and the budget counts wall time.
 	OutOf string `json:"out_of,omitempty"`
 	// BudgetNs is the sweep's CPU budget (Options.SearchBudget, or
-	// provenBudget); CPUNs and WallNs the CPU time it got and the wall time
-	// it took, both passes and the window proofs together.
+	// provenBudget). CPUNs and WallNs are the CPU time it got and the wall
+	// time it took, both passes and the window proofs together
+	// (measurements, like Property.Millis; not in results.json, which
+	// must not vary from one check of a history to the next but for ms).
 	BudgetNs int64 `json:"budget_ns,omitempty"`
-	CPUNs    int64 `json:"cpu_ns,omitempty"`
-	WallNs   int64 `json:"wall_ns,omitempty"`
+	CPUNs    int64 `json:"-"`
+	WallNs   int64 `json:"-"`
 	// Beam counts the configurations the first pass dropped to keep at
 	// most its beam open (sweep_beam.go): a failure of that pass is then
 	// confirmed by the exact pass.
