@@ -47,8 +47,8 @@ func TestBudgetCeilingStopsSweep(t *testing.T) {
 	}
 }
 
-// TestBudgetUnderLoad: a check beside busy goroutines (three per P, so it
-// gets at most 2/7 of the CPU it would alone) still decides a history
+// TestBudgetUnderLoad: a check beside busy goroutines (four per P, so it
+// gets at most 2/9 of the CPU it would alone) still decides a history
 // whose sweep needs a fraction of a second of CPU, with a budget of twice
 // that: the wall time it takes is longer than the budget, which a wall-time
 // budget would have blown. The same verdict as without the load.
@@ -79,7 +79,7 @@ func TestBudgetUnderLoad(t *testing.T) {
 
 	var stop atomic.Bool
 	var wg sync.WaitGroup
-	hogs := 3 * runtime.GOMAXPROCS(0)
+	hogs := 4 * runtime.GOMAXPROCS(0)
 	limit := time.AfterFunc(2*time.Minute, func() { stop.Store(true) }) // (bounded, whatever happens)
 	defer limit.Stop()
 	for range hogs {
