@@ -38,23 +38,36 @@ func checkLinearizableCtx(ctx context.Context, f *facts, opts Options) (Property
 		return checkPorcupine(h, ops, m, opts)
 	}
 	proof, proven := provenDoubleGrant(ops, m)
-	budget := opts.SearchBudget
-	if proven {
+	limit, name := opts.SearchBudget, "budget"
+	if proven && provenBudget < limit {
 		// The verdict is certain: the sweep only looks for the first
 		// operation that cannot be placed, a better witness.
-		budget = min(budget, provenBudget)
+		limit, name = provenBudget, "budget once a double grant is proven"
 	}
-	deadline := time.Now().Add(budget)
-	halt := func() bool { return ctx.Err() != nil || time.Now().After(deadline) }
+	// The budget counts the CPU time the sweep gets (budget.go), so that
+	// the verdict does not depend on the machine's load; cancellation
+	// still stops it at once.
+	b := startBudget(limit)
+	defer b.stop()
+	halt := func() bool { return ctx.Err() != nil || b.over() }
 	r := runLockSweepHalt(ops, dropped, m, opts, halt)
+	b.stop()
 	st := r.s.stats
+	cpu, wall := b.spent()
+	st.BudgetNs, st.CPUNs, st.WallNs = int64(limit), int64(cpu), int64(wall)
+	if st.OutOfTime {
+		st.OutOf = b.outName()
+		if st.OutOf == "" {
+			st.OutOf = "interrupted"
+		}
+	}
 	p := Property{Name: "linearizable", Engine: EngineLock, Status: Pass, Search: &st}
 	why := func() string {
-		if st.OutOfTime && ctx.Err() != nil {
+		if st.OutOfTime && b.out == budgetLeft {
 			return "the check was interrupted"
 		}
 		if st.OutOfTime {
-			return fmt.Sprintf("the lock sweep ran out of its time budget (%s)", budget)
+			return "the lock sweep ran out of " + b.ranOut(name)
 		}
 		return fmt.Sprintf("the lock sweep exceeded its bound (%d configurations)", st.Bound)
 	}
@@ -102,8 +115,8 @@ func checkLinearizableCtx(ctx context.Context, f *facts, opts Options) (Property
 	return p, nil
 }
 
-// provenBudget caps the sweep's time budget when a double grant already
-// proves the history not linearizable.
+// provenBudget caps the sweep's budget (CPU time) when a double grant
+// already proves the history not linearizable.
 const provenBudget = time.Second
 
 // sweepRun is a finished lock sweep over a history.
@@ -201,7 +214,7 @@ func (s *sweep) statsDetail() string {
 	return d
 }
 
-// witnessBudget bounds the time spent shrinking a witness.
+// witnessBudget bounds the CPU time spent shrinking a witness (budget.go).
 const witnessBudget = 2 * time.Second
 
 // withSessionEnds returns h with, for a lock that dies with its client's

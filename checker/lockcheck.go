@@ -96,10 +96,24 @@ type SearchStats struct {
 	Bound      int   `json:"bound"`
 	Exceeded   bool  `json:"exceeded,omitempty"`
 	ExceededAt int64 `json:"exceeded_at_ns,omitempty"`
-	// OutOfTime says the sweep gave up (Exceeded) because its time budget
-	// (Options.SearchBudget) ran out or the check was cancelled, not for
-	// its bound.
+	// OutOfTime says the sweep gave up (Exceeded) because its budget
+	// (Options.SearchBudget, CPU time) ran out or the check was
+	// cancelled, not for its bound.
 	OutOfTime bool `json:"out_of_time,omitempty"`
+	// OutOf says what stopped it when OutOfTime: "cpu-budget" (its budget
+	// of CPU time, BudgetNs, ran out), "wall-ceiling" (wallCeiling times
+	// the budget passed in wall time first: a machine that starved it),
+	// "interrupted" (the check was cancelled); "wall-budget" where the
+	// thread's CPU clock cannot be read and the budget counts wall time.
+	OutOf string `json:"out_of,omitempty"`
+	// BudgetNs is the sweep's CPU budget (Options.SearchBudget, or
+	// provenBudget). CPUNs and WallNs are the CPU time it got and the wall
+	// time it took, both passes and the window proofs together
+	// (measurements, like Property.Millis; not in results.json, which
+	// must not vary from one check of a history to the next but for ms).
+	BudgetNs int64 `json:"budget_ns,omitempty"`
+	CPUNs    int64 `json:"-"`
+	WallNs   int64 `json:"-"`
 	// Beam counts the configurations the first pass dropped to keep at
 	// most its beam open (sweep_beam.go): a failure of that pass is then
 	// confirmed by the exact pass.

@@ -131,7 +131,11 @@ func (us *histUnits) witness(ctx context.Context, a Anomaly, opts Options, deadl
 		o := opts
 		o.SearchBudget = max(min(o.SearchBudget, time.Until(deadline)), time.Millisecond)
 		o.PorcupineTimeout = max(min(o.PorcupineTimeout, time.Until(deadline)), time.Millisecond)
-		return slices.ContainsFunc(check(ctx, newFacts(sub), o), func(b Anomaly) bool { return sameAnomaly(a, b) })
+		// The sweep's budget counts CPU time (budget.go); the deadline
+		// is wall time and stops it too (no anomaly: not shown).
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		return slices.ContainsFunc(check(dctx, newFacts(sub), o), func(b Anomaly) bool { return sameAnomaly(a, b) })
 	}
 	// Every sub-history kept was checked; the whole history is checked
 	// only when nothing could be removed (the check that reported a is

@@ -19,10 +19,15 @@ type Options struct {
 	// SearchBound is the most configurations the lock sweep keeps open,
 	// or explores at one return, before it gives up (default 4096).
 	SearchBound int
-	// SearchBudget bounds the lock sweep's time, both passes together
-	// (default 1m): a sweep that runs out of it gives up as when it
-	// exceeds SearchBound (a proven double grant still fails the property;
-	// otherwise porcupine decides, within PorcupineTimeout), never a pass.
+	// SearchBudget bounds the CPU time the lock sweep gets, both passes
+	// and the window proofs together (default 1m), with a wall-time
+	// ceiling of 5 times that for a machine that starves it: a sweep that
+	// runs out of either gives up as when it exceeds SearchBound (a proven
+	// double grant still fails the property; otherwise porcupine decides,
+	// within PorcupineTimeout, which is wall time), never a pass. CPU time,
+	// so that the verdict does not depend on the machine's load; it is the
+	// sweep's own thread's (budget.go). Where that cannot be read (not
+	// Linux), wall time.
 	SearchBudget time.Duration
 	// LostHorizon bounds, in the lock sweep's first pass only, how long
 	// after its client gave up a lost (indeterminate) operation may still

@@ -95,10 +95,12 @@ var windowProofOn = true
 // windowTrace, when set (tests), is told of every window swept.
 var windowTrace func(blocker int32, a, b int64, n, kept, phantoms int, passed bool, s *sweep)
 
-// windowProofBudget bounds the time spent on window proofs in one check.
+// windowProofBudget bounds the CPU time spent on window proofs in one check
+// (budget.go).
 const windowProofBudget = 3 * time.Second
 
-// windowTryBudget bounds one try (the windows at one blocker): a narrow
+// windowTryBudget bounds one try's CPU time (the windows at one blocker,
+// with a wall-time ceiling wallCeiling times that): a narrow
 // beam that stops on a linearizable history gives a blocker no window
 // fails, and the wider beam should not wait long for it.
 const windowTryBudget = time.Second
@@ -127,14 +129,14 @@ func windowProofApplies(m lockModel) bool {
 }
 
 // windowProver tries window proofs at the operations where beam passes
-// stopped, within windowProofBudget in all (the time spent in tries, not
-// in the passes between them).
+// stopped, within windowProofBudget in all (the CPU time spent in tries,
+// not in the passes between them).
 type windowProver struct {
 	ops           []lockOp
 	m             lockModel
 	opts          Options
 	halt          func() bool
-	deadline      time.Time     // of the current try
+	cur           *budget       // of the current try
 	left          time.Duration // of windowProofBudget, for the tries to come
 	phantomClient int32
 	seen          map[int32]bool
@@ -151,7 +153,7 @@ func newWindowProver(ops []lockOp, m lockModel, opts Options, halt func() bool) 
 }
 
 func (p *windowProver) stop() bool {
-	return time.Now().After(p.deadline) || (p.halt != nil && p.halt())
+	return p.cur.over() || (p.halt != nil && p.halt())
 }
 
 // try sweeps relaxed windows ending at the return of blocker (an index
@@ -167,9 +169,12 @@ func (p *windowProver) try(blocker int32) *windowFailure {
 	if p.left <= 0 {
 		return nil
 	}
-	start := time.Now()
-	p.deadline = start.Add(min(p.left, windowTryBudget))
-	defer func() { p.left -= time.Since(start) }()
+	p.cur = startBudget(min(p.left, windowTryBudget))
+	defer func() {
+		p.cur.stop()
+		cpu, _ := p.cur.spent()
+		p.left -= cpu
+	}()
 	b := ops[blocker].ret
 	w := windowFirst * m.ttl
 	for range windowSteps {

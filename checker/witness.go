@@ -20,7 +20,8 @@ import (
 
 // witness returns the witness's operations (indices into s.ops), in order
 // of invocation.
-func (s *sweep) witness(deadline time.Time) []int32 {
+// It stops widening and shrinking when b runs out.
+func (s *sweep) witness(b *budget) []int32 {
 	x := s.blocker
 	set := []int32{x}
 	add := func(i int32) {
@@ -64,13 +65,13 @@ func (s *sweep) witness(deadline time.Time) []int32 {
 				}
 			}
 			slices.Sort(wide)
-			if s.failsAt(wide, x) || lo == 0 || time.Now().After(deadline) {
+			if s.failsAt(wide, x) || lo == 0 || b.over() {
 				set = wide
 				break
 			}
 		}
 	}
-	return s.shrink(set, x, deadline)
+	return s.shrink(set, x, b)
 }
 
 // failsAt reports whether the operations of set (sorted), alone, cannot
@@ -95,14 +96,14 @@ func (s *sweep) failsAt(set []int32, x int32) bool {
 
 // shrink removes from set (sorted) the operations without which x still is
 // the first that cannot be placed (minimize: ddmin, then one at a time),
-// x always kept.
-func (s *sweep) shrink(set []int32, x int32, deadline time.Time) []int32 {
+// x always kept, until b runs out.
+func (s *sweep) shrink(set []int32, x int32, b *budget) []int32 {
 	others := slices.DeleteFunc(slices.Clone(set), func(i int32) bool { return i == x })
 	r := minimize(others, func(kept []int32) bool {
 		trial := append(slices.Clone(kept), x)
 		slices.Sort(trial)
 		return s.failsAt(trial, x)
-	}, deadline, nil)
+	}, b.wall0.Add(b.wall), b.over)
 	out := append(r.kept, x)
 	slices.Sort(out)
 	return out
@@ -110,12 +111,15 @@ func (s *sweep) shrink(set []int32, x int32, deadline time.Time) []int32 {
 
 // anomaly describes the first operation that cannot be placed, the lock's
 // state(s) then, and the witness. hops are the history's operations
-// (lockOp.index points into them); h gives the faults.
+// (lockOp.index points into them); h gives the faults. Finding the witness
+// gets budget of CPU time (budget.go).
 func (r sweepRun) anomaly(hops []history.Operation, h *history.History, budget time.Duration) Anomaly {
 	s := r.s
 	x := &s.ops[s.blocker]
 	xh := &hops[x.index]
-	wit := s.witness(time.Now().Add(budget))
+	b := startBudget(budget)
+	wit := s.witness(b)
+	b.stop()
 	a := Anomaly{
 		Kind:    KindNonLinearizable,
 		Clients: []int{xh.Client},
