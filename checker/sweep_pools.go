@@ -77,7 +77,11 @@ func usedTotal(used []poolUse) int32 {
 
 // withUseAt returns used with pool's count set to n.
 func withUseAt(used []poolUse, pool, n int32) []poolUse {
-	out := make([]poolUse, 0, len(used)+1)
+	return withUseAtInto(make([]poolUse, 0, len(used)+1), used, pool, n)
+}
+
+// withUseAtInto is withUseAt appending to out.
+func withUseAtInto(out, used []poolUse, pool, n int32) []poolUse {
 	done := false
 	for _, u := range used {
 		switch {
@@ -117,6 +121,10 @@ type pool struct {
 	// it was last found not to be.
 	phantom      bool
 	notPhantomAt int64
+	// spent's memo: spentN of the pool's first spentLen operations are
+	// spent at clock spentT (the prefix whose lease may have run out).
+	spentT           int64
+	spentLen, spentN int32
 }
 
 func (s *sweep) addToPool(i int32) {
