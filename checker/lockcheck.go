@@ -151,7 +151,11 @@ func (c *config) hasLin(i int32) int {
 }
 
 func withLin(lin []int32, i int32) []int32 {
-	out := make([]int32, 0, len(lin)+1)
+	return withLinInto(make([]int32, 0, len(lin)+1), lin, i)
+}
+
+// withLinInto is withLin appending to out.
+func withLinInto(out, lin []int32, i int32) []int32 {
 	k := 0
 	for k < len(lin) && lin[k] < i {
 		k++
@@ -294,6 +298,10 @@ type sweepScratch struct {
 	// is placed after moves only where it changes the state.
 	changesOnly bool
 	anonDone    bool // poolMoves (approximate): an anonymous lock was tried
+	// emit: a move's placed operations or pool uses, built here and
+	// copied only when the move is explored.
+	linBuf []int32
+	useBuf []poolUse
 }
 
 // sweepRWCache is what a read-write sweep remembers within one return's

@@ -60,6 +60,11 @@ func (s *sweep) preCut() {
 // of a pass with a beam of 4 then keeps at most 32 configurations.
 const preCutTimes = 8
 
+// beamMoves: where any lost acquire may take the lock, a beam pass tries
+// the newest pools until beamMoves * beam of them gave a configuration of
+// their own (anyLostAcquire).
+var beamMoves = 1
+
 // beamOrder sorts s.order, the indexes of s.next, most promising first.
 func (s *sweep) beamOrder() {
 	s.order = s.order[:0]

@@ -97,3 +97,43 @@ func smallShapes(t *testing.T, seed uint64, n, ops int, check func(what string, 
 		check(fmt.Sprintf("lostgen %+v", lcfg), lh)
 	}
 }
+
+// TestBeamMovesCountAsCut: where a beam pass leaves lost acquires untried
+// (anyLostAcquire), it counts them as cut, so that a stop it owes to them
+// is never taken for a failure. With no lost acquire tried at all
+// (beamMoves 0) and a beam too wide to cut anything else, the passes that
+// stop on histories porcupine passes must say they cut; those that get
+// through must be linearizations. It fails when the untried pools are not
+// counted.
+func TestBeamMovesCountAsCut(t *testing.T) {
+	n := 120
+	if testing.Short() || raceEnabled {
+		n = 40
+	}
+	defer func(k int) { beamMoves = k }(beamMoves)
+	beamMoves = 0
+	opts := DefaultOptions()
+	var stoppedLegal int
+	smallShapes(t, 5, n, 200, func(what string, h *history.History) {
+		kept, _, m := prepareLock(h, int64(opts.Slack))
+		ow := newOwners(0)
+		want := porcupineVerdict(newLockModel(h.Info, int64(opts.Slack), ow), lockOps(h, ow), time.Second)
+		if want == porcupine.Unknown {
+			return
+		}
+		s := newSweep(m, opts.SearchBound)
+		s.mergeOrphans, s.look = true, newLookahead(kept, m.ow)
+		s.beam = 1 << 20
+		passed := s.runAll(kept)
+		switch {
+		case s.stats.Exceeded:
+		case passed:
+			require.Equal(t, porcupine.Ok, want, "%s: a pass that tried no lost acquire found no linearization", what)
+		case want == porcupine.Ok:
+			require.Positive(t, s.stats.Beam, "%s: a pass that left lost acquires untried stopped on a linearizable history without saying it cut", what)
+			stoppedLegal++
+		}
+	})
+	t.Logf("%d passes stopped on linearizable histories for want of a lost acquire", stoppedLegal)
+	require.Positive(t, stoppedLegal, "no pass stopped for want of a lost acquire: the count is not tested")
+}

@@ -49,6 +49,11 @@ func (s *sweep) usedLE(a, b *config) bool {
 // with s.capacity, all but using more than capacity of a pool b has left).
 func (s *sweep) dominates(a, b *config) bool {
 	m := s.m
+	if m.lease && !s.reach && a.s.now > b.s.now {
+		// (Every rule below needs a's clock no later than b's: asked
+		// first, it is the cheapest.)
+		return false
+	}
 	if s.expiredOverFree(a, b) {
 		s.rules.expiredOverFree++
 		return true
@@ -56,6 +61,25 @@ func (s *sweep) dominates(a, b *config) bool {
 	if a.s.client != b.s.client || a.s.owner != b.s.owner || a.s.depth != b.s.depth || a.s.readers != b.s.readers ||
 		(!slices.Equal(a.lin, b.lin) && !s.linCovers(a, b)) || (s.reach && !s.usedLE(a, b)) {
 		return s.reach && s.reaches(a, b)
+	}
+	// The lease and horizon first, the pools (usedLE, the costliest)
+	// last.
+	held := a.s.held()
+	if m.lease && a.s.now > b.s.now {
+		return false
+	}
+	if m.lease && held {
+		// An earlier possible expiry and a later possible refresh only
+		// allow more; the refresh only matters to a successful release
+		// of that holder still to come. A lease that may have run out by
+		// a's clock has, from then on, the earliest possible expiry
+		// whenever it was granted.
+		if !(a.s.acqCall <= b.s.acqCall || (a.s.readers == 0 && m.expiry(a.s) <= a.s.now)) ||
+			!(a.s.acqRet >= b.s.acqRet || !s.deadlineMatters(b.s)) {
+			return false
+		}
+	} else if !held && a.failedUpTo < b.failedUpTo {
+		return false
 	}
 	if !s.usedLE(a, b) {
 		// Approximate (first pass): when a lost acquire of any client
@@ -66,22 +90,7 @@ func (s *sweep) dominates(a, b *config) bool {
 		}
 		s.stats.Approx++
 	}
-	held := a.s.held()
-	if m.lease {
-		if a.s.now > b.s.now {
-			return false
-		}
-		if held {
-			// An earlier possible expiry and a later possible refresh
-			// only allow more; the refresh only matters to a successful
-			// release of that holder still to come.
-			// A lease that may have run out by a's clock has, from then
-			// on, the earliest possible expiry whenever it was granted.
-			return (a.s.acqCall <= b.s.acqCall || (a.s.readers == 0 && m.expiry(a.s) <= a.s.now)) &&
-				(a.s.acqRet >= b.s.acqRet || !s.deadlineMatters(b.s))
-		}
-	}
-	return held || a.failedUpTo >= b.failedUpTo
+	return true
 }
 
 // lookahead is what the sweep knows of the rest of the history when it

@@ -170,15 +170,14 @@ func (s *sweep) placeDeferred(d *config, ns lockState) {
 	}
 }
 
-// push adds nd to the exploration unless a configuration seen dominates it.
-func (s *sweep) push(nd config) {
+// dominated reports whether a configuration seen dominates nd.
+func (s *sweep) dominated(nd *config) bool {
 	for k := range s.seen {
-		if s.dominates(&s.seen[k], &nd) {
-			return
+		if s.dominates(&s.seen[k], nd) {
+			return true
 		}
 	}
-	s.seen = append(s.seen, nd)
-	s.work = append(s.work, nd)
+	return false
 }
 
 // apply places y in d, in every way the model allows. Terminal: y is the
@@ -294,10 +293,24 @@ func (s *sweep) emit(d *config, y int32, pool int32, terminal bool, ns lockState
 		s.next = append(s.next, nd)
 		return
 	}
+	// Built in scratch, copied only if no configuration seen dominates
+	// it (most moves are dominated: allocating each was a large share of
+	// a long pass).
 	if pool >= 0 {
-		nd.used = s.compact(withUseAt(d.used, pool, s.avail(d, pool)+1))
+		s.useBuf = withUseAtInto(s.useBuf[:0], d.used, pool, s.avail(d, pool)+1)
+		nd.used = s.compact(s.useBuf)
 	} else {
-		nd.lin = withLin(d.lin, y)
+		s.linBuf = withLinInto(s.linBuf[:0], d.lin, y)
+		nd.lin = s.linBuf
 	}
-	s.push(nd)
+	if s.dominated(&nd) {
+		return
+	}
+	if pool >= 0 {
+		nd.used = slices.Clone(nd.used)
+	} else {
+		nd.lin = slices.Clone(nd.lin)
+	}
+	s.seen = append(s.seen, nd)
+	s.work = append(s.work, nd)
 }

@@ -77,7 +77,11 @@ func usedTotal(used []poolUse) int32 {
 
 // withUseAt returns used with pool's count set to n.
 func withUseAt(used []poolUse, pool, n int32) []poolUse {
-	out := make([]poolUse, 0, len(used)+1)
+	return withUseAtInto(make([]poolUse, 0, len(used)+1), used, pool, n)
+}
+
+// withUseAtInto is withUseAt appending to out.
+func withUseAtInto(out, used []poolUse, pool, n int32) []poolUse {
 	done := false
 	for _, u := range used {
 		switch {
@@ -117,6 +121,10 @@ type pool struct {
 	// it was last found not to be.
 	phantom      bool
 	notPhantomAt int64
+	// spent's memo: spentN of the pool's first spentLen operations are
+	// spent at clock spentT (the prefix whose lease may have run out).
+	spentT           int64
+	spentLen, spentN int32
 }
 
 func (s *sweep) addToPool(i int32) {
@@ -279,9 +287,7 @@ func (s *sweep) poolMoves(d *config, x int32) {
 			s.lostAcquires(d, true, tryIA)
 			return
 		}
-		for _, id := range s.lostAcqAll {
-			tryIA(id)
-		}
+		s.anyLostAcquire(d, tryIA)
 		return
 	}
 	if s.m.rw {
@@ -297,15 +303,44 @@ func (s *sweep) poolMoves(d *config, x int32) {
 	})
 	if s.m.lease && s.m.expiry(st) <= s.t {
 		// The lease may have run out: anybody's lost acquire may take it.
-		for _, id := range s.lostAcqAll {
-			tryIA(id)
-		}
+		s.anyLostAcquire(d, tryIA)
 	} else if s.nest {
 		for _, id := range s.lostAcqPools[st.client] {
 			tryIA(id)
 		}
 	}
 	s.nest = false
+}
+
+// anyLostAcquire calls try with every pool of lost acquires (an exclusive
+// lock that is free, or whose lease may have run out: any of them may take
+// it). A beam pass (sweep_beam.go) tries the newest pools first, and stops
+// once beamMoves * beam of them gave a configuration that none seen
+// dominates; the pools it did not try that have an operation left for d
+// count as cut.
+func (s *sweep) anyLostAcquire(d *config, try func(int32)) {
+	if s.beam <= 0 {
+		for _, id := range s.lostAcqAll {
+			try(id)
+		}
+		return
+	}
+	left := beamMoves * s.beam
+	for k := len(s.lostAcqAll) - 1; k >= 0; k-- {
+		id := s.lostAcqAll[k]
+		if s.avail(d, id) >= int32(len(s.pools[id].ops)) {
+			continue
+		}
+		if left == 0 {
+			s.stats.Beam++
+			continue
+		}
+		n := len(s.seen) + len(s.next)
+		try(id)
+		if len(s.seen)+len(s.next) > n {
+			left--
+		}
+	}
 }
 
 // lostAcquires calls try with the pools of lost acquires worth trying in

@@ -250,7 +250,10 @@ func firstPass(ops []lockOp, m lockModel, opts Options, la *lookahead, halt func
 		if !m.rw {
 			s.ckEvery, s.ckKeep, s.ckShare = resumeEvery, resumeKeep, resumeShare
 		}
-		s = s.resuming(ops)
+		s, wf := s.resumingProved(ops, wp)
+		if wf != nil {
+			return s, wf
+		}
 		if !s.stopped() || s.stats.Exceeded ||
 			(s.stats.Approx == 0 && s.stats.Restricted == 0 && s.stats.Beam == 0) {
 			return s, nil
@@ -278,11 +281,23 @@ func firstPass(ops []lockOp, m lockModel, opts Options, la *lookahead, halt func
 // the stop, then narrows back to its own. It returns the last sweep run:
 // through, exceeded, or stopped.
 func (s *sweep) resuming(ops []lockOp) *sweep {
+	s, _ = s.resumingProved(ops, nil)
+	return s
+}
+
+// resumingProved is resuming, but before the widest beam resumes (the
+// costliest, and the last, at a stop the narrower ones did not get past)
+// it tries the window proof at that stop (wp, when not nil): a relaxed
+// window that cannot be ordered fails the history whichever pass stopped
+// there (windowproof.go), and is returned with the sweep that stopped.
+// (firstPass tries it there after the resumes otherwise; a window proof is
+// tried once per blocker.)
+func (s *sweep) resumingProved(ops []lockOp, wp *windowProver) (*sweep, *windowFailure) {
 	var cks []*checkpoint // the checkpoints before the stop being got past
 	stuck, from, level := -1, 0, 0
 	for tries := 0; ; tries++ {
 		if s.runFrom(ops) || s.stats.Exceeded || s.stats.Beam == 0 || s.ckEvery == 0 {
-			return s
+			return s, nil
 		}
 		if at := s.returnsRead(); at > stuck {
 			stuck, cks, from = at, s.cks, at
@@ -293,7 +308,12 @@ func (s *sweep) resuming(ops []lockOp) *sweep {
 			j--
 		}
 		if j < 0 || level+1 >= len(passBeams) {
-			return s
+			return s, nil
+		}
+		if wp != nil && level+2 == len(passBeams) && level > slices.Index(passBeams, s.baseBeam) {
+			if wf := wp.try(s.blocker); wf != nil {
+				return s, wf
+			}
 		}
 		level++
 		from = cks[j].at

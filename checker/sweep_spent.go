@@ -43,12 +43,18 @@ func (s *sweep) spent(id int32, t int64) int32 {
 	if p.kind != linAcquire || p.owner != 0 || p.shared {
 		return 0
 	}
-	life := s.m.life()
-	n := sort.Search(len(p.ops), func(k int) bool { return satAdd(s.ops[p.ops[k]].call, life) > t })
+	n := p.spentN
+	if p.spentT != t || p.spentLen != int32(len(p.ops)) || p.spentLen == 0 {
+		// (Memoized: dominance asks the same pool at the same clock
+		// over and over within a return.)
+		life := s.m.life()
+		n = int32(sort.Search(len(p.ops), func(k int) bool { return satAdd(s.ops[p.ops[k]].call, life) > t }))
+		p.spentT, p.spentLen, p.spentN = t, int32(len(p.ops)), n
+	}
 	if n == 0 || !s.phantomClient(id) {
 		return 0
 	}
-	return int32(n)
+	return n
 }
 
 // phantomClient reports whether the key of a lost acquire of pool id's

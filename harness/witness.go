@@ -128,6 +128,7 @@ func witnessSource(h *history.History, res *checker.Result) (*history.History, e
 	}
 	var spans []history.Span
 	total := 0 // an upper bound: spans may overlap
+	opsWithin := h.OpsCounter()
 	for _, i := range checker.Prioritized(res.Anomalies) {
 		a := res.Anomalies[i]
 		end := min(a.End, h.End)
@@ -136,7 +137,7 @@ func witnessSource(h *history.History, res *checker.Result) (*history.History, e
 		if s.To >= h.End { // to the end, operations never completed included
 			s.To = history.Never
 		}
-		n := h.OpsWithin([]history.Span{s})
+		n := opsWithin([]history.Span{s})
 		if total+n > witnessMaxOps {
 			continue
 		}

@@ -157,6 +157,30 @@ func (h *History) OpsWithin(spans []Span) int {
 	return n
 }
 
+// OpsCounter returns OpsWithin for many questions about one history: where
+// the operations come in order of invocation (as FromEvents and Load give
+// them), it reads only those invoked within each span (a binary search),
+// not every operation; otherwise it is OpsWithin.
+func (h *History) OpsCounter() func(spans []Span) int {
+	if !sort.SliceIsSorted(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call }) {
+		return h.OpsWithin
+	}
+	return func(spans []Span) int {
+		n := 0
+		for k, s := range spans {
+			i := sort.Search(len(h.Ops), func(i int) bool { return h.Ops[i].Call >= s.From })
+			for ; i < len(h.Ops) && h.Ops[i].Call <= s.To; i++ {
+				// (Each operation once: counted in the first span that
+				// holds it.)
+				if o := &h.Ops[i]; o.within(spans[k:k+1]) && !o.within(spans[:k]) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+}
+
 // within reports whether o lies in one of spans: invoked and completed in
 // it, or, never completed, invoked in it (what Window keeps).
 func (o *Operation) within(spans []Span) bool {

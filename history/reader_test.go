@@ -1,6 +1,7 @@
 package history
 
 import (
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -56,5 +57,38 @@ func TestWindowWholeOperations(t *testing.T) {
 			require.True(t, in(o.Call) && (o.Completed == Never || in(o.Completed)), "%s: op %d lies in a span", f, o.OpID)
 		}
 		require.Equal(t, len(lean.Faults), len(a.Faults), "%s: every fault kept", f)
+	}
+}
+
+// TestOpsCounter: OpsCounter counts what OpsWithin counts, with one span or
+// several overlapping ones, on histories in order of invocation (binary
+// search) and on one that is not (the scan).
+func TestOpsCounter(t *testing.T) {
+	files, err := filepath.Glob("../checker/testdata/*.jsonl")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, f := range files {
+		h, err := Load(f)
+		if err != nil || len(h.Ops) < 2 {
+			continue
+		}
+		count := h.OpsCounter()
+		for range 50 {
+			var spans []Span
+			for range 1 + rng.IntN(3) {
+				a, b := rng.Int64N(h.End+2)-1, rng.Int64N(h.End+2)-1
+				s := Span{From: min(a, b), To: max(a, b)}
+				if rng.IntN(4) == 0 {
+					s.To = Never
+				}
+				spans = append(spans, s)
+			}
+			require.Equal(t, h.OpsWithin(spans), count(spans), "%s: %v", f, spans)
+		}
+	}
+	h := &History{Ops: []Operation{{Call: 5, Completed: 6}, {Call: 1, Completed: 2}, {Call: 3, Completed: Never}}}
+	for _, s := range []Span{{From: 0, To: 2}, {From: 2, To: 10}, {From: 0, To: Never}} {
+		require.Equal(t, h.OpsWithin([]Span{s}), h.OpsCounter()([]Span{s}), "%v", s)
 	}
 }
