@@ -61,6 +61,7 @@ func client(t *testing.T, addr string) *sql.DB {
 
 func TestMySQLStartStop(t *testing.T) {
 	needMariaDB(t, "mysql")
+	t.Parallel()
 	for _, private := range []bool{false, true} {
 		name := "run dir the mysql user can reach"
 		dir := ""
@@ -105,6 +106,7 @@ func TestMySQLBadParam(t *testing.T) {
 // back as a replica of the new one, and a second failover goes back.
 func TestMySQLFailoverAndRejoin(t *testing.T) {
 	needMariaDB(t, "mysql-replicated")
+	t.Parallel()
 	ctx := context.Background()
 	cl := startTopology(t, "mysql-replicated", runDir(t), nil)
 	fo := cl.(clusters.Failoverer)
@@ -166,6 +168,7 @@ func TestMySQLFailoverAndRejoin(t *testing.T) {
 // restart; a killed primary keeps its committed rows.
 func TestMySQLKillRestart(t *testing.T) {
 	needMariaDB(t, "mysql-replicated")
+	t.Parallel()
 	ctx := context.Background()
 	cl := startTopology(t, "mysql-replicated", runDir(t), nil)
 	p, r := cl.Nodes()[0], cl.Nodes()[1]
@@ -217,6 +220,7 @@ func mariadbVersionOr(t *testing.T) string {
 func TestMySQLClockShim(t *testing.T) {
 	needMariaDB(t, "mysql")
 	testenv.Require(t, clusters.CheckClockShim())
+	t.Parallel()
 	cl, err := Backend{}.Start(context.Background(), clusters.Spec{Topology: "mysql", Dir: runDir(t), ClockShim: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cl.Stop(context.Background()) })

@@ -23,6 +23,7 @@ func TestProbe(t *testing.T) {
 	for _, topology := range []string{"redis-sentinel", "mysql", "etcd3"} {
 		t.Run(topology, func(t *testing.T) {
 			testenv.Require(t, clusters.Check(topology))
+			t.Parallel()
 			cl, err := Backend{}.Start(context.Background(), clusters.Spec{Topology: topology, Dir: runDir(t)})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = cl.Stop(context.Background()) })

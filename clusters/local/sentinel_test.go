@@ -30,6 +30,7 @@ func needSentinel(t *testing.T) {
 // replica again, and Stop leaves nothing running.
 func TestSentinelTopology(t *testing.T) {
 	needSentinel(t)
+	t.Parallel()
 	ctx := context.Background()
 	start := time.Now()
 	cl, err := Backend{}.Start(ctx, clusters.Spec{Topology: "redis-sentinel", Dir: t.TempDir()})
@@ -132,6 +133,7 @@ func needNet(t *testing.T) {
 func TestSentinelTopologyInNamespaces(t *testing.T) {
 	needSentinel(t)
 	needNet(t)
+	t.Parallel()
 	ctx := context.Background()
 	id := fmt.Sprintf("ltts%x", os.Getpid()%0xffff)
 	nw, err := netns.New(id)
@@ -238,6 +240,7 @@ func TestSentinelTopologyInNamespaces(t *testing.T) {
 // grant can take longer than that to come.
 func TestSentinelFailPrimaryWithoutGrant(t *testing.T) {
 	needSentinel(t)
+	t.Parallel()
 	ctx := context.Background()
 	cl, err := Backend{}.Start(ctx, clusters.Spec{Topology: "redis-sentinel", Dir: t.TempDir()})
 	require.NoError(t, err)

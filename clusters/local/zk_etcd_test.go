@@ -24,6 +24,7 @@ func TestEnsembles(t *testing.T) {
 	for _, topo := range []string{"zk3", "etcd3"} {
 		t.Run(topo, func(t *testing.T) {
 			needTopology(t, topo)
+			t.Parallel()
 			dir := t.TempDir()
 			tr, err := runstate.Open("test-"+topo, dir)
 			require.NoError(t, err)

@@ -24,6 +24,7 @@ import (
 // with `serve`.
 func TestCampaignReal(t *testing.T) {
 	needServer(t)
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "camp")
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(`name: tiny
@@ -86,6 +87,7 @@ cells:
 // and seeds, every cell as expected in both.
 func TestShardsReal(t *testing.T) {
 	needServer(t)
+	t.Parallel()
 	tmp := t.TempDir()
 	cfg := filepath.Join(tmp, "c.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte(`name: shards

@@ -94,6 +94,7 @@ func TestCampaignReusesClusters(t *testing.T) {
 	if _, err := exec.LookPath("redis-sentinel"); err != nil {
 		t.Skip("redis-sentinel not installed")
 	}
+	t.Parallel()
 	stateDir := t.TempDir()
 	env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
 	dir := filepath.Join(t.TempDir(), "camp")
@@ -255,6 +256,7 @@ func assertCampaignLeftNothing(t *testing.T, dir, stateDir string, graceful bool
 // everything by itself.
 func TestCampaignPoolKill9AndInterrupt(t *testing.T) {
 	needServer(t)
+	t.Parallel()
 	nem := "pause"
 	if os.Geteuid() == 0 && netns.Available() == nil {
 		nem = "partition"
@@ -305,6 +307,7 @@ cells:
 	}
 
 	t.Run("kill -9 then cleanup", func(t *testing.T) {
+		t.Parallel()
 		stateDir := t.TempDir()
 		env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
 		dir := filepath.Join(t.TempDir(), "camp")
@@ -340,6 +343,7 @@ cells:
 	})
 
 	t.Run("ctrl-c", func(t *testing.T) {
+		t.Parallel()
 		stateDir := t.TempDir()
 		env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
 		dir := filepath.Join(t.TempDir(), "camp")
@@ -379,6 +383,7 @@ func TestCampaignReusesMySQLAndZK(t *testing.T) {
 			t.Skipf("%s not installed", b)
 		}
 	}
+	t.Parallel()
 	stateDir := t.TempDir()
 	env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
 	dir := filepath.Join(t.TempDir(), "camp")
@@ -446,6 +451,7 @@ cells:
 // started clusters still serve later runs.
 func TestCampaignParallelPool(t *testing.T) {
 	needServer(t)
+	t.Parallel()
 	stateDir := t.TempDir()
 	env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
 	dir := filepath.Join(t.TempDir(), "camp")

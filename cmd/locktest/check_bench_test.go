@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -99,12 +100,8 @@ func checkWith(tb testing.TB, binary, dir string, code int) wholeCheck {
 // process must never hold a large history.
 func writeShape(tb testing.TB, parent string, s wholeCheckShape) string {
 	tb.Helper()
-	if lostgenBin == "" { // built once, next to the binary (these tests are not parallel)
-		path := filepath.Join(filepath.Dir(bin), "lostgen")
-		out, err := exec.Command("go", "build", "-o", path, "../../internal/lostgen/cmd/lostgen").CombinedOutput()
-		require.NoError(tb, err, "%s", out)
-		lostgenBin = path
-	}
+	lostgenBin, err := buildLostgen()
+	require.NoError(tb, err)
 	dir := filepath.Join(parent, "run")
 	c := s.cfg
 	out, err := exec.Command(lostgenBin, "-out", dir, "-seed", fmt.Sprint(c.Seed), "-ops", fmt.Sprint(c.Ops), "-clients", fmt.Sprint(c.Clients),
@@ -113,8 +110,15 @@ func writeShape(tb testing.TB, parent string, s wholeCheckShape) string {
 	return dir
 }
 
-// lostgenBin is internal/lostgen's command, once built.
-var lostgenBin string
+// buildLostgen builds internal/lostgen's command once, next to the binary,
+// and returns its path.
+var buildLostgen = sync.OnceValues(func() (string, error) {
+	path := filepath.Join(filepath.Dir(bin), "lostgen")
+	if out, err := exec.Command("go", "build", "-o", path, "../../internal/lostgen/cmd/lostgen").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build lostgen: %w: %s", err, out)
+	}
+	return path, nil
+})
 
 // BenchmarkCheckWhole runs `locktest check DIR` (the built binary) on
 // each shape; besides the time per check it reports the check's CPU time

@@ -70,6 +70,7 @@ func needImages(t *testing.T, kinds ...string) []string {
 // container namespace names.
 func TestDockerCleanupAfterKill9(t *testing.T) {
 	env := needDocker(t)
+	t.Parallel()
 	store, stateDir := t.TempDir(), t.TempDir()
 	env = append(env, "LOCKTEST_STATE_DIR="+stateDir)
 	cmd, st := startUntilFault(t, env, store, stateDir, 40*time.Second, "run", "--cluster", "docker", "--lock", "redlock",
@@ -161,6 +162,7 @@ func composeNet(t *testing.T) string {
 func TestComposeProfile(t *testing.T) {
 	env := needDocker(t)
 	compose := composeCmd(t)
+	t.Parallel()
 	file, err := filepath.Abs("../../docker-compose.yml")
 	require.NoError(t, err)
 	project := "locktest-test-" + time.Now().Format("150405")
@@ -223,6 +225,7 @@ func TestComposeProfile(t *testing.T) {
 // itself, and a second run attaches to a stack the first failed over).
 func TestComposeTopologies(t *testing.T) {
 	compose := composeCmd(t)
+	t.Parallel()
 	file, err := filepath.Abs("../../docker-compose.yml")
 	require.NoError(t, err)
 	cases := []struct {

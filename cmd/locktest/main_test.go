@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +25,25 @@ import (
 
 var bin string
 
+// parallelRuns is how many tests marked t.Parallel run at once unless
+// -parallel says otherwise (go test's default is GOMAXPROCS). These tests
+// mostly wait: on servers starting, on runs of fixed length, on faults
+// and their healing; most of their CPU is the servers' and clients' own.
+const parallelRuns = 4
+
 // TestMain builds the real binary once: these tests run it as a user would.
+// The tests that start real servers run side by side (t.Parallel): each has
+// its own store, state directory (LOCKTEST_STATE_DIR), campaign directory
+// and ports, and checks only for what its own runs left behind.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(parallelRuns)); err != nil {
+			panic(err)
+		}
+	}
 	dir, err := os.MkdirTemp("", "locktest-bin")
 	if err != nil {
 		panic(err)
@@ -136,6 +154,7 @@ func TestListAndHelp(t *testing.T) {
 // stopped, the history kept and checkable.
 func TestInterrupt(t *testing.T) {
 	needServer(t)
+	t.Parallel()
 	store := t.TempDir()
 	// A state directory of its own: the shared one also holds the records of
 	// other test packages' runs, running or just ended.
@@ -180,6 +199,7 @@ func TestInterrupt(t *testing.T) {
 // starts clean.
 func TestCleanupAfterKill9(t *testing.T) {
 	needServer(t)
+	t.Parallel()
 	cases := []struct {
 		name string
 		args []string
@@ -198,6 +218,7 @@ func TestCleanupAfterKill9(t *testing.T) {
 				}
 				t.Skip("needs root")
 			}
+			t.Parallel()
 			store := t.TempDir()
 			stateDir := t.TempDir()
 			env := []string{"LOCKTEST_STATE_DIR=" + stateDir}
@@ -312,6 +333,7 @@ func waitForFault(t *testing.T, cmd *exec.Cmd, store string, limit time.Duration
 // is, not the counts, properties and anomalies of the full summary.
 func TestQuietRun(t *testing.T) {
 	needServer(t)
+	t.Parallel()
 	store := t.TempDir()
 	r := run(t, nil, "run", "--lock", "redis-lua", "--nemesis", "pause", "--time-limit", "3s", "--ttl", "500ms", "--seed", "5", "--store", store, "--quiet")
 	require.Contains(t, []int{0, 1, 3}, r.code, r.stdout+r.stderr)

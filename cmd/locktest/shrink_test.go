@@ -80,6 +80,7 @@ func TestShrinkRealRun(t *testing.T) {
 		t.Skip("runs real servers for about a minute")
 	}
 	needServer(t)
+	t.Parallel()
 	store := t.TempDir()
 	r := run(t, nil, "run", "--lock", "redis-lua", "--nemesis", "pause", "--clients", "5", "--time-limit", "10s",
 		"--ttl", "500ms", "--hold", "50ms..200ms", "--seed", "7", "--store", store, "--quiet")
@@ -87,7 +88,9 @@ func TestShrinkRealRun(t *testing.T) {
 	orig := filepath.Join(store, "latest")
 	require.Contains(t, r.stdout, "shrink this run: locktest shrink "+filepath.Join(store, "redis-lua", "pause"))
 
+	// Both read the original run only: they run side by side.
 	t.Run("shrinks", func(t *testing.T) {
+		t.Parallel()
 		out := filepath.Join(t.TempDir(), "s")
 		r := run(t, nil, "shrink", orig, "--budget", "100s", "--tries", "2", "--confirm", "5", "--out", out)
 		require.Equal(t, 0, r.code, "stdout: %s stderr: %s", r.stdout, r.stderr)
@@ -127,6 +130,7 @@ func TestShrinkRealRun(t *testing.T) {
 	})
 
 	t.Run("interrupted", func(t *testing.T) {
+		t.Parallel()
 		out := filepath.Join(t.TempDir(), "s")
 		stateDir := t.TempDir()
 		cmd := exec.Command(bin, "shrink", orig, "--budget", "60s", "--out", out)
