@@ -41,7 +41,7 @@ func TestWitnessOfLostgen(t *testing.T) {
 		require.NoError(t, err)
 		r := Check(h, DefaultOptions())
 		require.Equal(t, Unsafe, r.Verdict, r.Why)
-		ws := Witnesses(context.Background(), h, &r, WitnessOptions{Max: 6, Budget: time.Minute, PerAnomaly: 20 * time.Second})
+		ws := Witnesses(context.Background(), h, &r, WitnessOptions{Max: 6, Budget: slowBudget, PerAnomaly: slowPerAnomaly})
 		require.NotEmpty(t, ws)
 		for _, w := range ws {
 			requireWitness(t, h, r.Anomalies[w.Anomaly], w)
@@ -51,6 +51,15 @@ func TestWitnessOfLostgen(t *testing.T) {
 	}
 }
 
+// The minimiser's deadlines are wall time; these tests assert that a
+// witness is minimised to the end, not how fast: about 1 s idle under
+// -race, past 20 s beside two CPU hogs and the package's other tests (it
+// failed so once). The limits only bound a stuck search.
+const (
+	slowBudget     = 4 * time.Minute
+	slowPerAnomaly = 2 * time.Minute
+)
+
 // TestWitnessOfLostgenUnavailability: issue 17's liveness case from
 // internal/lostgen (a client deaf to its answers keeps the lock a lease
 // apart for 2 s): the deadlock every refusal of which a lost acquire
@@ -59,7 +68,7 @@ func TestWitnessOfLostgenUnavailability(t *testing.T) {
 	h, _, err := lostgen.GenerateHistory(lostgen.Config{Ops: 1000, Clients: 5, Lost: 0.01, DeafClient: 1, DeafFrom: time.Second, DeafFor: 2 * time.Second, DeadlockMs: 1000, Seed: 16})
 	require.NoError(t, err)
 	r := Check(h, DefaultOptions())
-	ws := Witnesses(context.Background(), h, &r, WitnessOptions{Budget: time.Minute, PerAnomaly: 20 * time.Second})
+	ws := Witnesses(context.Background(), h, &r, WitnessOptions{Budget: slowBudget, PerAnomaly: slowPerAnomaly})
 	found := false
 	for _, w := range ws {
 		a := r.Anomalies[w.Anomaly]
