@@ -29,7 +29,7 @@ var bin string
 // -parallel says otherwise (go test's default is GOMAXPROCS). These tests
 // mostly wait: on servers starting, on runs of fixed length, on faults
 // and their healing; most of their CPU is the servers' and clients' own.
-const parallelRuns = 4
+const parallelRuns = 3
 
 // TestMain builds the real binary once: these tests run it as a user would.
 // The tests that start real servers run side by side (t.Parallel): each has
