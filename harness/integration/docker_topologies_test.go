@@ -26,6 +26,10 @@ func TestDockerTopologyCells(t *testing.T) {
 		verdict                             checker.Verdict
 		want                                []string
 		check                               func(*testing.T, *history.History)
+		// lateOK: on a starved machine Sentinel can promote only after
+		// every lease has run out; the run then says inconclusive, rightly
+		// (asserted against the history it recorded), never safe.
+		lateOK bool
 	}{
 		{name: "zk without faults is safe", lock: "zk", nemesis: "none", kind: docker.KindZooKeeper,
 			mod: func(o *Options) { o.Wait = true }, verdict: checker.Safe},
@@ -62,7 +66,7 @@ func TestDockerTopologyCells(t *testing.T) {
 			},
 			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "sentinel under failover has a double holder", lock: "redis-sentinel", nemesis: "failover", kind: docker.KindRedis,
-			mod: failoverShape, verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
+			mod: failoverShape, verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}, lateOK: true},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,8 +89,14 @@ func TestDockerTopologyCells(t *testing.T) {
 			require.NoError(t, err)
 			t.Logf("%s in %s (cluster up in %s): %s; anomalies %v; %d faults", r.Verdict, time.Since(t0).Round(100*time.Millisecond),
 				out.Startup.Round(time.Millisecond), r.Why, found, len(h.Faults))
-			require.Equal(t, tc.verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
-			for _, k := range tc.want {
+			verdict, want := tc.verdict, tc.want
+			if tc.lateOK && r.Verdict == checker.Inconclusive && promotedAfterLeases(h, o.TTL) {
+				require.Contains(t, r.Why, "no failover promoted a replica while a client held the lock")
+				t.Logf("every promotion came after the leases it could break had run out (a busy machine): inconclusive is the verdict this run earned")
+				verdict, want = checker.Inconclusive, nil
+			}
+			require.Equal(t, verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
+			for _, k := range want {
 				require.Positive(t, found[k], "want a %s anomaly; got %v", k, found)
 			}
 			for _, f := range h.Faults {
@@ -100,4 +110,21 @@ func TestDockerTopologyCells(t *testing.T) {
 			require.Zero(t, c+n, "containers or networks left")
 		})
 	}
+}
+
+// promotedAfterLeases reports whether h's failovers all promoted a replica
+// (or none) only more than ttl after they struck: no lease granted before a
+// failure was still live when the new master could grant it again.
+func promotedAfterLeases(h *history.History, ttl time.Duration) bool {
+	n := 0
+	for _, f := range h.Faults {
+		if f.Name != "failover" {
+			continue
+		}
+		n++
+		if p, ok := h.Promotion(f); ok && p.Time-f.Start <= ttl.Nanoseconds() {
+			return false
+		}
+	}
+	return n > 0
 }
