@@ -20,6 +20,40 @@ func at(ns int64) string {
 	return fmt.Sprintf("%.2f s", float64(ns)/1e9)
 }
 
+// decimalsFor is how many decimals of a second tell the times ns apart
+// (2, as at writes them, up to 9): an explanation that says one time came
+// before another must not print both as "1.47 s".
+func decimalsFor(ns ...int64) int {
+	for d := 2; d < 9; d++ {
+		seen := make(map[string]int64, len(ns))
+		distinct := true
+		for _, x := range ns {
+			s := atD(x, d)
+			if y, ok := seen[s]; ok && y != x {
+				distinct = false
+				break
+			}
+			seen[s] = x
+		}
+		if distinct {
+			return d
+		}
+	}
+	return 9
+}
+
+// atD is at with d decimals of a second (at itself for d <= 2; in the
+// first second, milliseconds with d-3 decimals, at least one).
+func atD(ns int64, d int) string {
+	if d <= 2 || ns == history.Never {
+		return at(ns)
+	}
+	if ns < 1e9 && ns > -1e9 {
+		return fmt.Sprintf("%.*f ms", max(1, d-3), float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%.*f s", d, float64(ns)/1e9)
+}
+
 // span renders a duration for explanations: "2.00 s", or "45.0 ms" below a
 // tenth of a second, where two decimals of a second would say nothing.
 func span(ns int64) string {

@@ -375,7 +375,11 @@ func grantOf(ops []porcupine.Operation, s lockState) int {
 	return -1
 }
 
-func describeOp(op *history.Operation) string {
+func describeOp(op *history.Operation) string { return describeOpD(op, 2) }
+
+// describeOpD is describeOp with its times in d decimals of a second (atD).
+func describeOpD(op *history.Operation, d int) string {
+	at := func(ns int64) string { return atD(ns, d) }
 	name := string(op.Op)
 	if op.Op == history.Acquire && op.Mode != "" {
 		name = op.Mode + " " + name // read-write locks

@@ -171,8 +171,11 @@ func (d doubleGrant) anomaly(ops []lockOp, hops []history.Operation, h *history.
 		End:     max(a.Return, b.Return),
 		Ops:     []int64{b.OpID, a.OpID},
 	}
+	// Enough decimals that the times compared below read apart.
+	dec := decimalsFor(a.Call, a.Return, b.Call, b.Return, d.untilA, d.untilB)
+	at := func(ns int64) string { return atD(ns, dec) }
 	why := func(o *history.Operation, until int64) string {
-		s := fmt.Sprintf("client %d's %s holds the lock until %s at the earliest", o.Client, describeOp(o), at(until))
+		s := fmt.Sprintf("client %d's %s holds the lock until %s at the earliest", o.Client, describeOpD(o, dec), at(until))
 		if m.lease {
 			s += " (no release of it was invoked before then"
 			if until == satAdd(o.Call, m.life()) {

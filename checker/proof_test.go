@@ -77,6 +77,29 @@ func TestProvenDoubleGrant(t *testing.T) {
 	}
 }
 
+// TestProvenDoubleGrantTimesReadApart: grants a fraction of a millisecond
+// apart late in a run are explained with times that read apart
+// ("acquire (ok, 1.47025 s–1.47030 s) ... returned ok at 1.47020 s"), not
+// all as 1.47 s.
+func TestProvenDoubleGrantTimesReadApart(t *testing.T) {
+	b := newHB()
+	b.info.Lease, b.info.TTLMillis = true, 50
+	b.acq(1, 1470.1, 1470.2, "a")
+	b.acq(2, 1470.25, 1470.3, "b")
+	b.rel(1, 1480, 1481, "a", history.OK, "a")
+	b.rel(2, 1490, 1491, "b", history.OK, "b")
+	h := b.build(t)
+	ops, _, m := prepareLock(h, int64(5*time.Millisecond))
+	d, ok := provenDoubleGrant(ops, m)
+	require.True(t, ok)
+	an := d.anomaly(ops, h.Ops, h, m)
+	require.Contains(t, an.Explanation, "client 1's acquire (ok, 1.47010 s–1.47020 s)")
+	require.Contains(t, an.Explanation, "client 2's acquire returned ok at 1.47030 s")
+	require.Equal(t, 2, decimalsFor(1_470_000_000, 1_480_000_000, history.Never))
+	require.Equal(t, 4, decimalsFor(1_470_100_000, 1_470_200_000))
+	require.Equal(t, "12.35 ms", atD(12_345_678, 5))
+}
+
 // TestProvenDoubleGrantNeverOnValid: on valid histories of issue 17's
 // shape (and the other generated ones) the proof never fires.
 func TestProvenDoubleGrantNeverOnValid(t *testing.T) {
