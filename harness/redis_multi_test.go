@@ -82,8 +82,17 @@ func TestRedisMultiCells(t *testing.T) {
 			r := out.Result
 			found := kinds(r, "")
 			t.Logf("%s in %s: %s; anomalies %v", r.Verdict, time.Since(start).Round(time.Millisecond), r.Why, found)
-			require.Equal(t, tc.verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
-			for _, k := range tc.want {
+			verdict, want := tc.verdict, tc.want
+			if tc.nemesis == "failover" && verdict == checker.Unsafe {
+				h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
+				require.NoError(t, err)
+				if lateFailover(r, h, o.TTL) {
+					t.Logf("every promotion came after the leases it could break had run out (a busy machine): inconclusive is the verdict this run earned")
+					verdict, want = checker.Inconclusive, nil
+				}
+			}
+			require.Equal(t, verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
+			for _, k := range want {
 				require.Positive(t, found[k], "want a %s anomaly; got %v", k, found)
 			}
 			for _, k := range tc.absent {

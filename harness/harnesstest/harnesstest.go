@@ -151,6 +151,28 @@ func FailoverShape(o *harness.Options) {
 	o.TimeLimit = 12 * time.Second
 }
 
+// LateFailover reports whether r is the inconclusive verdict a starved
+// machine rightly earns on a failover cell: the checker says no failover
+// promoted a replica while a lease was live, and the recorded history
+// agrees (every failover promoted only more than ttl after it struck, or
+// never). Failover cells accept it in place of unsafe; never safe.
+func LateFailover(r checker.Result, h *history.History, ttl time.Duration) bool {
+	if r.Verdict != checker.Inconclusive || !strings.Contains(r.Why, "no failover promoted a replica while a client held the lock") {
+		return false
+	}
+	n := 0
+	for _, f := range h.Faults {
+		if f.Name != "failover" {
+			continue
+		}
+		n++
+		if p, ok := h.Promotion(f); ok && p.Time-f.Start <= ttl.Nanoseconds() {
+			return false
+		}
+	}
+	return n > 0
+}
+
 // Kinds counts r's anomalies of severity (all of them for "") by kind.
 func Kinds(r checker.Result, severity string) map[string]int {
 	out := map[string]int{}

@@ -21,6 +21,7 @@ var (
 	clientCmdOptions  = harnesstest.ClientCmdOptions
 	failoverShape     = harnesstest.FailoverShape
 	kinds             = harnesstest.Kinds
+	lateFailover      = harnesstest.LateFailover
 	assertNothingLeft = harnesstest.AssertNothingLeft
 	alive             = harnesstest.Alive
 	readFile          = harnesstest.ReadFile
