@@ -17,6 +17,7 @@ import (
 // killed one is back, each with a note) instead of killing a frozen server
 // or freezing one that is being restarted, which used to abort the run.
 func TestServerFaultsTakeTurns(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	for _, cluster := range []string{"local", "docker"} {
 		t.Run(cluster, func(t *testing.T) {
@@ -24,6 +25,7 @@ func TestServerFaultsTakeTurns(t *testing.T) {
 				needDocker(t)
 			}
 			t.Parallel()
+			slot(t)
 			o := baseOptions(t, "redis-lua", "pause-server,kill", 31)
 			o.Cluster, o.Images = cluster, dockerImages(cluster)
 			o.TimeLimit = 10 * time.Second

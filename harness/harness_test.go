@@ -19,6 +19,7 @@ import (
 
 // The acceptance cells of the foundation, each against a real redis-server.
 func TestRunCells(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	cases := []struct {
 		name    string
@@ -54,6 +55,7 @@ func TestRunCells(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			slot(t)
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(100+i))
 			o.Fence, o.Params = tc.fence, tc.params
 			out, err := Run(context.Background(), o)
@@ -78,7 +80,9 @@ func TestRunCells(t *testing.T) {
 // An interrupt while a client is frozen: every process resumed or ended,
 // the server stopped, the history kept and checkable.
 func TestInterruptDuringPause(t *testing.T) {
+	t.Parallel()
 	needServer(t)
+	slot(t)
 	o := baseOptions(t, "redis-lua", "pause", 7)
 	o.TimeLimit = 30 * time.Second
 	o.TTL = 2 * time.Second

@@ -39,6 +39,8 @@ var (
 	needNet           = harnesstest.NeedNet
 	needFaketime      = harnesstest.NeedFaketime
 	needDocker        = harnesstest.NeedDocker
+	slot              = harnesstest.Slot
+	quietSlot         = harnesstest.QuietSlot
 )
 
 func TestMain(m *testing.M) { harnesstest.Main(m) }

@@ -21,6 +21,7 @@ import (
 // Redlock node is a missing vote, not a double grant; the proxies alone
 // change nothing; on containers as on processes.
 func TestNetSpeedCells(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	needNet(t)
 	cases := []struct {
@@ -53,6 +54,7 @@ func TestNetSpeedCells(t *testing.T) {
 				needDocker(t)
 				o.Cluster, o.Images = "docker", dockerImages("docker")
 			}
+			slot(t)
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			r := out.Result

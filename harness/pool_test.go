@@ -32,7 +32,9 @@ func pooledConfig(t *testing.T, runDir string) PooledCluster {
 // one, and not when its health check fails (here: its server frozen); the
 // pool stops everything it started.
 func TestPoolReuseAndHealth(t *testing.T) {
+	t.Parallel()
 	needServer(t)
+	slot(t)
 	pool := NewPool(t.TempDir())
 	defer pool.Close()
 	run := func(ctx context.Context, seed int64) *Outcome {
@@ -124,7 +126,9 @@ func firstToken(t *testing.T, runDir string) int64 {
 // A resumed campaign's pool never starts a cluster in the directory of one
 // an earlier session of the campaign started.
 func TestPoolNewDirectory(t *testing.T) {
+	t.Parallel()
 	needServer(t)
+	slot(t)
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "redis-1", "servers"), 0o755))
 	pool := NewPool(dir)

@@ -19,11 +19,13 @@ import (
 // safe), and a kill on mysql-replicated did not say whether it took the
 // primary (which the checker reads for session locks).
 func TestPooledRunsSeeTheTopology(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	t.Run("sentinel partition is the aimed split", func(t *testing.T) {
 		needSentinel(t)
 		needNet(t)
 		t.Parallel()
+		slot(t)
 		h := runOnPool(t, "redis-sentinel", "partition", "", 1)
 		for _, f := range h.Faults {
 			require.Equal(t, "partition", f.Name)
@@ -36,6 +38,7 @@ func TestPooledRunsSeeTheTopology(t *testing.T) {
 	t.Run("mysql-replicated kill names the primary or a replica", func(t *testing.T) {
 		needMariaDB(t, "mysql-replicated")
 		t.Parallel()
+		slot(t)
 		h := runOnPool(t, "mysql-get-lock", "kill", "mysql-replicated", 2)
 		for _, f := range h.Faults {
 			require.Equal(t, "kill", f.Name)

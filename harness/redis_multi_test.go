@@ -18,6 +18,7 @@ import (
 // Cells of the Redisson lock (reentrant, with a lease watchdog) and of the
 // textbook lock on a Sentinel-managed master with asynchronous replicas.
 func TestRedisMultiCells(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	cases := []struct {
 		name    string
@@ -70,6 +71,11 @@ func TestRedisMultiCells(t *testing.T) {
 			t.Parallel()
 			if tc.need != nil {
 				tc.need(t)
+			}
+			if tc.nemesis == "failover" {
+				quietSlot(t)
+			} else {
+				slot(t)
 			}
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(300+i))
 			o.Params = tc.params

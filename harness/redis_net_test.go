@@ -14,6 +14,7 @@ import (
 
 // Cells of the multi-node and network faults, each against real servers.
 func TestNetworkAndClockCells(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	cases := []struct {
 		name    string
@@ -69,6 +70,7 @@ func TestNetworkAndClockCells(t *testing.T) {
 			if tc.need != nil {
 				tc.need(t)
 			}
+			slot(t)
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(200+i))
 			o.Params = tc.params
 			if tc.hold.Max > 0 {

@@ -17,6 +17,7 @@ import (
 // Cells of the redis-sentinel topology on the network layer: every data
 // node, Sentinel and client in its own namespace of the run.
 func TestSentinelNetCells(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	cases := []struct {
 		name    string
@@ -68,6 +69,11 @@ func TestSentinelNetCells(t *testing.T) {
 			t.Parallel()
 			needSentinel(t)
 			needNet(t)
+			if tc.nemesis == "failover" {
+				quietSlot(t)
+			} else {
+				slot(t)
+			}
 			o := baseOptions(t, "redis-sentinel", tc.nemesis, int64(500+i))
 			o.Params = tc.params
 			if tc.mod != nil {

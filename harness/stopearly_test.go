@@ -15,7 +15,9 @@ import (
 // With StopEarly the run ends at the first certain violation, long before
 // its time limit, and says so.
 func TestStopEarly(t *testing.T) {
+	t.Parallel()
 	needServer(t)
+	slot(t)
 	o := baseOptions(t, "redis-lua", "pause", 11)
 	o.TimeLimit, o.StopEarly = 30*time.Second, true
 	t0 := time.Now()

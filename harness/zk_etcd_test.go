@@ -22,6 +22,7 @@ import (
 // The acceptance cells of the ZooKeeper and etcd schemes, each on a real
 // 3-node ensemble, bounded and seeded.
 func TestZKEtcdCells(t *testing.T) {
+	t.Parallel()
 	type cell struct {
 		name     string
 		lock     string
@@ -91,6 +92,7 @@ func TestZKEtcdCells(t *testing.T) {
 			if c.need != nil {
 				c.need(t)
 			}
+			slot(t)
 			o := baseOptions(t, c.lock, c.nemesis, int64(400+i))
 			o.Params, o.Fence = c.params, c.fence
 			if c.ttl > 0 {
@@ -136,34 +138,43 @@ func TestZKEtcdCells(t *testing.T) {
 // update is lost. The figure is how long two clients used the resource at
 // once.
 func TestZKStrictShortensTheWindow(t *testing.T) {
+	t.Parallel()
 	needTopology(t, "zk3")
-	window := map[string]time.Duration{}
 	for _, lock := range []string{"zk", "zk-strict"} {
-		o := baseOptions(t, lock, "pause", 77)
-		// Pauses right after the grant: zk-strict hears of the lost
-		// session soon after it resumes, before its write. A pause
-		// between that check and the write (after-check) defeats any
-		// client check: the gaps' tests show it.
-		o.Params = map[string]string{"pause-at": "after-grant"}
-		out, err := Run(context.Background(), o)
-		require.NoError(t, err)
-		h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
-		require.NoError(t, err)
-		r := out.Result
-		window[lock] = useOverlap(h)
-		t.Logf("%s under pause: %s (%s); resource used by two clients at once for %s in total; %d reads/writes declined; %s",
-			lock, r.Verdict, r.Why, window[lock].Round(time.Millisecond), declined(h), figures(h, r, out.Startup))
-		found := kinds(r, "")
-		if lock == "zk" {
-			require.Equal(t, checker.Unsafe, r.Verdict, "why: %s", r.Why)
-			require.Positive(t, found[string(checker.KindDoubleHolder)])
-			require.Positive(t, window[lock], "a paused holder resumes and uses the resource")
-		} else {
-			require.Zero(t, found[string(checker.KindLostUpdate)], "%v", found)
-			require.Positive(t, declined(h), "the strict client declined to use a lost lock")
-		}
-		assertServersGone(t, out.Dir)
+		t.Run(lock, func(t *testing.T) {
+			t.Parallel()
+			slot(t)
+			zkUnderPause(t, lock)
+		})
 	}
+}
+
+// zkUnderPause is one lock's half of TestZKStrictShortensTheWindow.
+func zkUnderPause(t *testing.T, lock string) {
+	o := baseOptions(t, lock, "pause", 77)
+	// Pauses right after the grant: zk-strict hears of the lost
+	// session soon after it resumes, before its write. A pause
+	// between that check and the write (after-check) defeats any
+	// client check: the gaps' tests show it.
+	o.Params = map[string]string{"pause-at": "after-grant"}
+	out, err := Run(context.Background(), o)
+	require.NoError(t, err)
+	h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
+	require.NoError(t, err)
+	r := out.Result
+	window := useOverlap(h)
+	t.Logf("%s under pause: %s (%s); resource used by two clients at once for %s in total; %d reads/writes declined; %s",
+		lock, r.Verdict, r.Why, window.Round(time.Millisecond), declined(h), figures(h, r, out.Startup))
+	found := kinds(r, "")
+	if lock == "zk" {
+		require.Equal(t, checker.Unsafe, r.Verdict, "why: %s", r.Why)
+		require.Positive(t, found[string(checker.KindDoubleHolder)])
+		require.Positive(t, window, "a paused holder resumes and uses the resource")
+	} else {
+		require.Zero(t, found[string(checker.KindLostUpdate)], "%v", found)
+		require.Positive(t, declined(h), "the strict client declined to use a lost lock")
+	}
+	assertServersGone(t, out.Dir)
 }
 
 // declined counts reads and writes a client refused with not-held.

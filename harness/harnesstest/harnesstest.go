@@ -9,6 +9,7 @@ package harnesstest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,7 +32,8 @@ import (
 
 // Main is a test package's TestMain: it lets the test binary double as a
 // client process (the harness starts it with the argument "worker",
-// exactly as it starts `locktest worker`), and otherwise runs the tests.
+// exactly as it starts `locktest worker`), and otherwise runs the tests,
+// the real-server ones through the gate of Slot.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		if err := workloads.Serve(context.Background(), os.Stdin, os.Stdout); err != nil {
@@ -40,7 +42,13 @@ func Main(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	setParallel()
+	code := m.Run()
+	if testing.Verbose() {
+		admitted, extras := SlotStats()
+		fmt.Printf("harnesstest: %d runs through the gate, %d of them as extra runs on an idle machine\n", admitted, extras)
+	}
+	os.Exit(code)
 }
 
 // NeedServer skips outside CI when redis-server is missing, and fails under

@@ -41,6 +41,7 @@ func example(t *testing.T, path string) string {
 // Third-party lock libraries, through the public protocol, with the same
 // faults and checks as the built-in schemes.
 func TestClientCmdAdapters(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	cases := []struct {
 		name     string
@@ -73,6 +74,7 @@ func TestClientCmdAdapters(t *testing.T) {
 				t.Skipf("topology %s is not in this build", tc.topology)
 			}
 			py := python(t, tc.mod)
+			slot(t)
 			o := clientCmdOptions(t, py+" "+example(t, tc.script), tc.topology, tc.nemesis, int64(300+i))
 			o.TTL = tc.ttl
 			o.Fence = tc.fence
@@ -97,6 +99,7 @@ func TestClientCmdAdapters(t *testing.T) {
 // A broken client program is a harness error naming the client and what it
 // printed, never a lock verdict.
 func TestBrokenClients(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	cases := []struct {
 		script string
@@ -110,6 +113,7 @@ func TestBrokenClients(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.script, func(t *testing.T) {
 			t.Parallel()
+			slot(t)
 			o := clientCmdOptions(t, example(t, tc.script), "redis", "none", int64(400+i))
 			o.OpTimeout = 200 * time.Millisecond
 			o.TimeLimit = 3 * time.Second
@@ -132,7 +136,9 @@ func TestBrokenClients(t *testing.T) {
 // grant that never comes, would otherwise wait the whole limit out), the
 // history says why, and nothing is left behind.
 func TestAbortedRunEndsItsFaults(t *testing.T) {
+	t.Parallel()
 	needServer(t)
+	slot(t)
 	o := clientCmdOptions(t, example(t, "broken/wrong-ids.sh"), "redis", "pause", 410)
 	o.OpTimeout = 200 * time.Millisecond
 	o.TimeLimit = 2 * time.Minute
@@ -154,8 +160,10 @@ func TestAbortedRunEndsItsFaults(t *testing.T) {
 // error with the campaign's reason, after the probe and before any history
 // is recorded.
 func TestClientCmdRefusedFault(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	py := python(t, "redis")
+	slot(t)
 	o := clientCmdOptions(t, py+" "+example(t, "redis-py/client.py"), "redis", "clock-client", 350)
 	_, err := o.Validate()
 	require.NoError(t, err, "until the program's ready message, it may check its validity")

@@ -16,6 +16,7 @@ import (
 // The same cells on containers: the textbook lock is safe without faults
 // and broken by a paused holder; Redlock under server faults runs.
 func TestDockerCells(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
 	cases := []struct {
 		name, lock, nemesis string
@@ -28,6 +29,7 @@ func TestDockerCells(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			slot(t)
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(300+i))
 			o.Cluster, o.Images = "docker", dockerImages("docker")
 			out, err := Run(context.Background(), o)

@@ -18,6 +18,7 @@ import (
 // containers, set up as their local cells are (zk_etcd_test.go,
 // mysql_test.go, redis_multi_test.go): the same verdicts on docker.
 func TestDockerTopologyCells(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, lock, nemesis, topology, kind string
 		params                              map[string]string
@@ -75,6 +76,11 @@ func TestDockerTopologyCells(t *testing.T) {
 				tc.need(t)
 			}
 			t.Parallel()
+			if tc.nemesis == "failover" {
+				quietSlot(t)
+			} else {
+				slot(t)
+			}
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(700+i))
 			o.Cluster, o.Images, o.Topology, o.Params = "docker", dockerImages("docker"), tc.topology, tc.params
 			if tc.mod != nil {

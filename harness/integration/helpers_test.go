@@ -33,6 +33,8 @@ var (
 	needNet           = harnesstest.NeedNet
 	needFaketime      = harnesstest.NeedFaketime
 	needDocker        = harnesstest.NeedDocker
+	slot              = harnesstest.Slot
+	quietSlot         = harnesstest.QuietSlot
 	needImage         = harnesstest.NeedImage
 )
 

@@ -31,6 +31,7 @@ func mysqlStore(t *testing.T) string {
 // servers of its own: every scheme is safe without faults, and each shows
 // its own failure.
 func TestMySQLCells(t *testing.T) {
+	t.Parallel()
 	needMariaDB(t, "mysql-replicated")
 	safe := []string{string(checker.KindDoubleHolder), string(checker.KindLostUpdate), string(checker.KindForeignRelease), string(checker.KindDeadlock)}
 	cases := []struct {
@@ -77,6 +78,11 @@ func TestMySQLCells(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if tc.nemesis == "failover" {
+				quietSlot(t)
+			} else {
+				slot(t)
+			}
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(300+i))
 			o.Store = mysqlStore(t)
 			o.Fence, o.Topology, o.Params = tc.fence, tc.topology, tc.params

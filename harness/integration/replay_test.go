@@ -118,7 +118,9 @@ func replayChecks(t *testing.T, o Options, sched nemesis.Schedule) (*history.His
 // What a shrinker does: the schedule without its first fault and with
 // every length halved replays what remains, at those lengths.
 func TestReplayEditedSchedule(t *testing.T) {
+	t.Parallel()
 	needServer(t)
+	slot(t)
 	o := baseOptions(t, "redis-lua", "pause,kill", 1870)
 	o.TimeLimit = 6e9
 	sched, _ := drawnSchedule(t, o)
@@ -219,6 +221,7 @@ func strs(fs []faultStart) []string {
 }
 
 func TestReplayLocal(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	cases := []struct {
 		name, lock, nemesis string
@@ -243,6 +246,11 @@ func TestReplayLocal(t *testing.T) {
 				tc.need(t)
 			}
 			t.Parallel()
+			if tc.nemesis == "failover" {
+				quietSlot(t)
+			} else {
+				slot(t)
+			}
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(1800+i))
 			o.TimeLimit, o.Params = 6e9, tc.params
 			if tc.mod != nil {
@@ -258,11 +266,13 @@ func TestReplayLocal(t *testing.T) {
 // length and toxic, and each replayed strike puts that toxic on: the same
 // delay, for the same length, holding the answers back as long.
 func TestReplayNetSpeed(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	needNet(t)
 	for i, aims := range []string{"", nemesis.AimInFlight} {
 		t.Run("aims "+aims, func(t *testing.T) {
 			t.Parallel()
+			slot(t)
 			o := baseOptions(t, "redis-lua", "delay", int64(1890+i))
 			o.OpTimeout, o.Clients, o.TimeLimit = 3*time.Second, 3, 8e9
 			rules := []nemesis.Rule{nemesis.RuleAcquirer, nemesis.RuleHolder}
@@ -309,7 +319,9 @@ func replayNetSpeed(t *testing.T, o Options, rules []nemesis.Rule) {
 }
 
 func TestReplayDocker(t *testing.T) {
+	t.Parallel()
 	needDocker(t)
+	slot(t)
 	o := baseOptions(t, "redis-lua", "pause,kill", 1850)
 	o.Cluster, o.Images, o.TimeLimit = "docker", dockerImages("docker"), 6e9
 	replayCompares(t, o)
@@ -360,8 +372,10 @@ func TestValidateReplay(t *testing.T) {
 // its replay is a proxied run too (named so in its header and schedule,
 // with the proxies in place), not a run without them.
 func TestReplayProxied(t *testing.T) {
+	t.Parallel()
 	needServer(t)
 	needNet(t)
+	slot(t)
 	o := baseOptions(t, "redis-lua", nemesis.FaultProxied, 1895)
 	o.TimeLimit = 3e9
 	first, err := Run(context.Background(), o)
