@@ -25,10 +25,10 @@ func TestServerFaultsTakeTurns(t *testing.T) {
 				needDocker(t)
 			}
 			t.Parallel()
-			slot(t)
 			o := baseOptions(t, "redis-lua", "pause-server,kill", 31)
 			o.Cluster, o.Images = cluster, dockerImages(cluster)
 			o.TimeLimit = 10 * time.Second
+			slot(t, o.TimeLimit)
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))

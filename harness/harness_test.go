@@ -55,9 +55,9 @@ func TestRunCells(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			slot(t)
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(100+i))
 			o.Fence, o.Params = tc.fence, tc.params
+			slot(t, o.TimeLimit)
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			r := out.Result
@@ -82,7 +82,7 @@ func TestRunCells(t *testing.T) {
 func TestInterruptDuringPause(t *testing.T) {
 	t.Parallel()
 	needServer(t)
-	slot(t)
+	slot(t, 5*time.Second) // interrupted at the first pause
 	o := baseOptions(t, "redis-lua", "pause", 7)
 	o.TimeLimit = 30 * time.Second
 	o.TTL = 2 * time.Second

@@ -54,7 +54,7 @@ func TestNetSpeedCells(t *testing.T) {
 				needDocker(t)
 				o.Cluster, o.Images = "docker", dockerImages("docker")
 			}
-			slot(t)
+			slot(t, o.TimeLimit)
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			r := out.Result

@@ -34,7 +34,7 @@ func pooledConfig(t *testing.T, runDir string) PooledCluster {
 func TestPoolReuseAndHealth(t *testing.T) {
 	t.Parallel()
 	needServer(t)
-	slot(t)
+	slot(t, 10*time.Second) // five runs of 2 s
 	pool := NewPool(t.TempDir())
 	defer pool.Close()
 	run := func(ctx context.Context, seed int64) *Outcome {
@@ -128,7 +128,7 @@ func firstToken(t *testing.T, runDir string) int64 {
 func TestPoolNewDirectory(t *testing.T) {
 	t.Parallel()
 	needServer(t)
-	slot(t)
+	slot(t, time.Second)
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "redis-1", "servers"), 0o755))
 	pool := NewPool(dir)

@@ -25,7 +25,7 @@ func TestPooledRunsSeeTheTopology(t *testing.T) {
 		needSentinel(t)
 		needNet(t)
 		t.Parallel()
-		slot(t)
+		slot(t, 8*time.Second) // baseOptions' time limit
 		h := runOnPool(t, "redis-sentinel", "partition", "", 1)
 		for _, f := range h.Faults {
 			require.Equal(t, "partition", f.Name)
@@ -38,7 +38,7 @@ func TestPooledRunsSeeTheTopology(t *testing.T) {
 	t.Run("mysql-replicated kill names the primary or a replica", func(t *testing.T) {
 		needMariaDB(t, "mysql-replicated")
 		t.Parallel()
-		slot(t)
+		slot(t, 8*time.Second) // baseOptions' time limit
 		h := runOnPool(t, "mysql-get-lock", "kill", "mysql-replicated", 2)
 		for _, f := range h.Faults {
 			require.Equal(t, "kill", f.Name)

@@ -72,15 +72,15 @@ func TestRedisMultiCells(t *testing.T) {
 			if tc.need != nil {
 				tc.need(t)
 			}
-			if tc.nemesis == "failover" {
-				quietSlot(t)
-			} else {
-				slot(t)
-			}
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(300+i))
 			o.Params = tc.params
 			if tc.mod != nil {
 				tc.mod(&o)
+			}
+			if tc.nemesis == "failover" {
+				quietSlot(t, o.TimeLimit)
+			} else {
+				slot(t, o.TimeLimit)
 			}
 			start := time.Now()
 			out, err := Run(context.Background(), o)

@@ -70,7 +70,6 @@ func TestNetworkAndClockCells(t *testing.T) {
 			if tc.need != nil {
 				tc.need(t)
 			}
-			slot(t)
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(200+i))
 			o.Params = tc.params
 			if tc.hold.Max > 0 {
@@ -90,6 +89,7 @@ func TestNetworkAndClockCells(t *testing.T) {
 				o.Clients = 3
 				o.TimeLimit = 14 * time.Second
 			}
+			slot(t, o.TimeLimit)
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			r := out.Result

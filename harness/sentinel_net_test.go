@@ -69,15 +69,15 @@ func TestSentinelNetCells(t *testing.T) {
 			t.Parallel()
 			needSentinel(t)
 			needNet(t)
-			if tc.nemesis == "failover" {
-				quietSlot(t)
-			} else {
-				slot(t)
-			}
 			o := baseOptions(t, "redis-sentinel", tc.nemesis, int64(500+i))
 			o.Params = tc.params
 			if tc.mod != nil {
 				tc.mod(&o)
+			}
+			if tc.nemesis == "failover" {
+				quietSlot(t, o.TimeLimit)
+			} else {
+				slot(t, o.TimeLimit)
 			}
 			start := time.Now()
 			out, err := Run(context.Background(), o)

@@ -17,7 +17,7 @@ import (
 func TestStopEarly(t *testing.T) {
 	t.Parallel()
 	needServer(t)
-	slot(t)
+	slot(t, 5*time.Second) // stops at the first violation
 	o := baseOptions(t, "redis-lua", "pause", 11)
 	o.TimeLimit, o.StopEarly = 30*time.Second, true
 	t0 := time.Now()

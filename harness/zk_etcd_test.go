@@ -92,7 +92,6 @@ func TestZKEtcdCells(t *testing.T) {
 			if c.need != nil {
 				c.need(t)
 			}
-			slot(t)
 			o := baseOptions(t, c.lock, c.nemesis, int64(400+i))
 			o.Params, o.Fence = c.params, c.fence
 			if c.ttl > 0 {
@@ -102,6 +101,7 @@ func TestZKEtcdCells(t *testing.T) {
 				o.Hold = workloads.Range{Min: c.hold, Max: 2 * c.hold}
 			}
 			o.Wait = c.wait
+			slot(t, o.TimeLimit)
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			r := out.Result
@@ -143,7 +143,7 @@ func TestZKStrictShortensTheWindow(t *testing.T) {
 	for _, lock := range []string{"zk", "zk-strict"} {
 		t.Run(lock, func(t *testing.T) {
 			t.Parallel()
-			slot(t)
+			slot(t, 8*time.Second) // baseOptions' time limit
 			zkUnderPause(t, lock)
 		})
 	}

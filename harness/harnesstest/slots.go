@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,41 +24,62 @@ import (
 // The gate lets a test start at once while fewer than floor runs are under
 // way (GOMAXPROCS, go test's default -parallel: what the suite always ran),
 // and up to ceiling (twice that) only while the machine has CPU to spare:
-// at least minIdle of it idle over the last idleWindow, no extra run
+// at least minIdle of it idle over the last idleWindow (our own runs
+// leave about half of 2 cores idle; one CPU hog or the checker's CPU-bound
+// tests beside them, nearly none), no extra run
 // admitted in the last rampGap (a run's start-up has not shown in the
 // figure yet), and no quiet cell under way or waiting. Beside two CPU hogs
 // the machine is never idle and the gate runs floor at a time, as before.
 // A quiet cell starts only under the floor and, while it runs, no extra
-// run starts.
+// run starts. The waiting test expected to take longest starts first, so
+// that no long test is left to run alone at the end.
 //
 // go test -parallel N sets floor and ceiling to N (-parallel 1 runs the
 // tests one by one).
 const (
-	minIdle    = 0.5
+	minIdle    = 0.35
 	idleWindow = 2 * time.Second
 	rampGap    = 2 * time.Second
 )
 
 var gate = struct {
 	sync.Mutex
-	floor, ceiling    int
-	running, quiet    int
-	quietWaiting      int
-	lastExtra         time.Time
-	sampling          sync.Once
-	samples           []cpuSample // the last idleWindow of /proc/stat, oldest first
-	admitted, extras  int
-	configuredByFlags bool
+	floor, ceiling   int
+	configured       bool
+	running, quiet   int
+	waiting          []*waiter
+	seq              int
+	lastExtra        time.Time
+	sampling         sync.Once
+	samples          []cpuSample // the last idleWindow of /proc/stat, oldest first
+	admitted, extras int
 }{}
+
+// waiter is a test waiting at the gate.
+type waiter struct {
+	expected time.Duration
+	quiet    bool
+	seq      int
+}
+
+// before orders the waiters: the longest expected first (a long test
+// started last is the package's tail), then in order of arrival.
+func (w *waiter) before(v *waiter) bool {
+	if w.expected != v.expected {
+		return w.expected > v.expected
+	}
+	return w.seq < v.seq
+}
 
 type cpuSample struct {
 	at          time.Time
 	idle, total uint64
 }
 
-// setParallel makes -parallel default to the gate's ceiling (the gate, not
-// go test, bounds the runs) unless it was given, and sets the gate's
-// bounds; call it before m.Run.
+// setParallel sets the gate's bounds and lets every parallel test reach
+// the gate (-parallel 64: the gate, not go test, bounds the runs and
+// orders them), unless -parallel was given: then that many run at once,
+// whatever the machine does. Call it before m.Run.
 func setParallel() {
 	flag.Parse()
 	given := 0
@@ -68,48 +90,49 @@ func setParallel() {
 	})
 	gate.Lock()
 	defer gate.Unlock()
-	gate.configuredByFlags = true
+	gate.configured = true
 	if given > 0 {
 		gate.floor, gate.ceiling = given, given
 		return
 	}
 	gate.floor = runtime.GOMAXPROCS(0)
 	gate.ceiling = 2 * gate.floor
-	if err := flag.Set("test.parallel", strconv.Itoa(gate.ceiling)); err != nil {
+	if err := flag.Set("test.parallel", "64"); err != nil {
 		panic(err)
 	}
 }
 
-// Slot waits until the test may start its run (see the gate above) and
-// gives the slot back when the test ends. Call it after t.Parallel, before
-// anything starts a server.
-func Slot(t *testing.T) { slot(t, false) }
+// Slot waits until the test may start its runs (see the gate above) and
+// gives the slot back when the test ends. expected is about how long its
+// runs take (their time limits): the longest waiting test starts first.
+// Call it after t.Parallel, before anything starts a server.
+func Slot(t *testing.T, expected time.Duration) { slot(t, expected, false) }
 
-// QuietSlot is Slot for a timing-sensitive cell (a failover, a session
-// timeout): it starts only while fewer than the floor of runs are under
-// way, and while it runs no extra run starts beside it.
-func QuietSlot(t *testing.T) { slot(t, true) }
+// QuietSlot is Slot for a timing-sensitive cell (a failover): it starts
+// only while fewer than the floor of runs are under way, and while it runs
+// (or waits) no extra run starts.
+func QuietSlot(t *testing.T, expected time.Duration) { slot(t, expected, true) }
 
-func slot(t *testing.T, quiet bool) {
+func slot(t *testing.T, expected time.Duration, quiet bool) {
 	t.Helper()
 	gate.Lock()
-	if !gate.configuredByFlags {
-		gate.floor, gate.ceiling, gate.configuredByFlags = runtime.GOMAXPROCS(0), runtime.GOMAXPROCS(0), true
+	if !gate.configured {
+		gate.floor, gate.ceiling, gate.configured = runtime.GOMAXPROCS(0), runtime.GOMAXPROCS(0), true
 	}
 	gate.sampling.Do(func() { go sampleCPU() })
-	if quiet {
-		gate.quietWaiting++
-	}
+	gate.seq++
+	w := &waiter{expected: expected, quiet: quiet, seq: gate.seq}
+	gate.waiting = append(gate.waiting, w)
 	gate.Unlock()
 	t0 := time.Now()
 	for {
 		gate.Lock()
-		ok, extra, idle := admit(quiet)
+		ok, extra, idle := admit(w)
 		if ok {
+			gate.waiting = slices.DeleteFunc(gate.waiting, func(v *waiter) bool { return v == w })
 			gate.running++
 			gate.admitted++
 			if quiet {
-				gate.quietWaiting--
 				gate.quiet++
 			}
 			if extra {
@@ -138,15 +161,22 @@ func slot(t *testing.T, quiet bool) {
 	})
 }
 
-// admit says whether a run may start now, whether it is an extra one
-// (above the floor), and the idle share it was judged on. gate is locked.
-func admit(quiet bool) (ok, extra bool, idle float64) {
+// admit says whether w may start now (it is the first waiter and a run
+// may start), whether as an extra run (above the floor), and the idle
+// share that was judged on. gate is locked.
+func admit(w *waiter) (ok, extra bool, idle float64) {
+	for _, v := range gate.waiting {
+		if v.before(w) {
+			return false, false, 0
+		}
+	}
+	quietWaiting := slices.ContainsFunc(gate.waiting, func(v *waiter) bool { return v.quiet })
 	switch {
 	case gate.running >= gate.ceiling:
 		return false, false, 0
 	case gate.running < gate.floor:
 		return true, false, 0
-	case quiet, gate.quiet > 0, gate.quietWaiting > 0, time.Since(gate.lastExtra) < rampGap:
+	case w.quiet, gate.quiet > 0, quietWaiting, time.Since(gate.lastExtra) < rampGap:
 		return false, false, 0
 	}
 	idle, ok = idleShare()

@@ -74,11 +74,11 @@ func TestClientCmdAdapters(t *testing.T) {
 				t.Skipf("topology %s is not in this build", tc.topology)
 			}
 			py := python(t, tc.mod)
-			slot(t)
 			o := clientCmdOptions(t, py+" "+example(t, tc.script), tc.topology, tc.nemesis, int64(300+i))
 			o.TTL = tc.ttl
 			o.Fence = tc.fence
 			o.TimeLimit = 10 * time.Second
+			slot(t, o.TimeLimit)
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			found := kinds(out.Result, "")
@@ -113,10 +113,10 @@ func TestBrokenClients(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.script, func(t *testing.T) {
 			t.Parallel()
-			slot(t)
 			o := clientCmdOptions(t, example(t, tc.script), "redis", "none", int64(400+i))
 			o.OpTimeout = 200 * time.Millisecond
 			o.TimeLimit = 3 * time.Second
+			slot(t, o.TimeLimit)
 			start := time.Now()
 			out, err := Run(context.Background(), o)
 			require.Error(t, err)
@@ -138,7 +138,7 @@ func TestBrokenClients(t *testing.T) {
 func TestAbortedRunEndsItsFaults(t *testing.T) {
 	t.Parallel()
 	needServer(t)
-	slot(t)
+	slot(t, 5*time.Second) // aborted at once
 	o := clientCmdOptions(t, example(t, "broken/wrong-ids.sh"), "redis", "pause", 410)
 	o.OpTimeout = 200 * time.Millisecond
 	o.TimeLimit = 2 * time.Minute
@@ -163,7 +163,7 @@ func TestClientCmdRefusedFault(t *testing.T) {
 	t.Parallel()
 	needServer(t)
 	py := python(t, "redis")
-	slot(t)
+	slot(t, time.Second) // refused after the probe
 	o := clientCmdOptions(t, py+" "+example(t, "redis-py/client.py"), "redis", "clock-client", 350)
 	_, err := o.Validate()
 	require.NoError(t, err, "until the program's ready message, it may check its validity")

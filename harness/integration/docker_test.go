@@ -29,9 +29,9 @@ func TestDockerCells(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			slot(t)
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(300+i))
 			o.Cluster, o.Images = "docker", dockerImages("docker")
+			slot(t, o.TimeLimit)
 			out, err := Run(context.Background(), o)
 			require.NoError(t, err)
 			found := kinds(out.Result, "")

@@ -76,15 +76,15 @@ func TestDockerTopologyCells(t *testing.T) {
 				tc.need(t)
 			}
 			t.Parallel()
-			if tc.nemesis == "failover" {
-				quietSlot(t)
-			} else {
-				slot(t)
-			}
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(700+i))
 			o.Cluster, o.Images, o.Topology, o.Params = "docker", dockerImages("docker"), tc.topology, tc.params
 			if tc.mod != nil {
 				tc.mod(&o)
+			}
+			if tc.nemesis == "failover" {
+				quietSlot(t, o.TimeLimit)
+			} else {
+				slot(t, o.TimeLimit)
 			}
 			t0 := time.Now()
 			out, err := Run(context.Background(), o)

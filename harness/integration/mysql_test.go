@@ -78,11 +78,6 @@ func TestMySQLCells(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if tc.nemesis == "failover" {
-				quietSlot(t)
-			} else {
-				slot(t)
-			}
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(300+i))
 			o.Store = mysqlStore(t)
 			o.Fence, o.Topology, o.Params = tc.fence, tc.topology, tc.params
@@ -91,6 +86,11 @@ func TestMySQLCells(t *testing.T) {
 			}
 			if tc.hold.Max > 0 {
 				o.Hold = tc.hold
+			}
+			if tc.nemesis == "failover" {
+				quietSlot(t, o.TimeLimit)
+			} else {
+				slot(t, o.TimeLimit)
 			}
 			t0 := time.Now()
 			out, err := Run(context.Background(), o)

@@ -120,9 +120,9 @@ func replayChecks(t *testing.T, o Options, sched nemesis.Schedule) (*history.His
 func TestReplayEditedSchedule(t *testing.T) {
 	t.Parallel()
 	needServer(t)
-	slot(t)
 	o := baseOptions(t, "redis-lua", "pause,kill", 1870)
 	o.TimeLimit = 6e9
+	slot(t, 3*o.TimeLimit) // the run, then a replay twice as long
 	sched, _ := drawnSchedule(t, o)
 	if len(sched.Faults) < 2 {
 		t.Skipf("the run injected %d fault: nothing to delete", len(sched.Faults))
@@ -246,15 +246,15 @@ func TestReplayLocal(t *testing.T) {
 				tc.need(t)
 			}
 			t.Parallel()
-			if tc.nemesis == "failover" {
-				quietSlot(t)
-			} else {
-				slot(t)
-			}
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(1800+i))
 			o.TimeLimit, o.Params = 6e9, tc.params
 			if tc.mod != nil {
 				tc.mod(&o)
+			}
+			if tc.nemesis == "failover" {
+				quietSlot(t, 3*o.TimeLimit)
+			} else {
+				slot(t, 3*o.TimeLimit)
 			}
 			replayCompares(t, o)
 		})
@@ -272,13 +272,13 @@ func TestReplayNetSpeed(t *testing.T) {
 	for i, aims := range []string{"", nemesis.AimInFlight} {
 		t.Run("aims "+aims, func(t *testing.T) {
 			t.Parallel()
-			slot(t)
 			o := baseOptions(t, "redis-lua", "delay", int64(1890+i))
 			o.OpTimeout, o.Clients, o.TimeLimit = 3*time.Second, 3, 8e9
 			rules := []nemesis.Rule{nemesis.RuleAcquirer, nemesis.RuleHolder}
 			if aims != "" {
 				o.Params, rules = map[string]string{"delay-at": aims}, rules[:1]
 			}
+			slot(t, 3*o.TimeLimit)
 			replayNetSpeed(t, o, rules)
 		})
 	}
@@ -321,9 +321,9 @@ func replayNetSpeed(t *testing.T, o Options, rules []nemesis.Rule) {
 func TestReplayDocker(t *testing.T) {
 	t.Parallel()
 	needDocker(t)
-	slot(t)
 	o := baseOptions(t, "redis-lua", "pause,kill", 1850)
 	o.Cluster, o.Images, o.TimeLimit = "docker", dockerImages("docker"), 6e9
+	slot(t, 3*o.TimeLimit)
 	replayCompares(t, o)
 }
 
@@ -375,9 +375,9 @@ func TestReplayProxied(t *testing.T) {
 	t.Parallel()
 	needServer(t)
 	needNet(t)
-	slot(t)
 	o := baseOptions(t, "redis-lua", nemesis.FaultProxied, 1895)
 	o.TimeLimit = 3e9
+	slot(t, 2*o.TimeLimit) // the run and its replay
 	first, err := Run(context.Background(), o)
 	require.NoError(t, err)
 	path := filepath.Join(first.Dir, nemesis.ScheduleFile)
