@@ -24,15 +24,16 @@ import (
 // The gate lets a test start at once while fewer than floor runs are under
 // way (GOMAXPROCS, go test's default -parallel: what the suite always ran),
 // and up to ceiling (twice that) only while the machine has CPU to spare:
-// at least minIdle of it idle over the last idleWindow (our own runs leave
-// about half of 2 cores idle; one CPU hog or the checker's CPU-bound tests
-// beside them, nearly none), no extra run admitted in the last rampGap (a
-// run's start-up has not shown in the figure yet), and no quiet cell under
-// way or waiting. Beside two CPU hogs the machine is never idle and the
-// gate runs floor at a time, as before. A quiet cell starts only under the
-// floor and, while it runs, no extra run starts. The waiting test expected
-// to take longest starts first, so that no long test is left to run alone
-// at the end. Every parallel test reaches the gate (-parallel 64).
+// at least minIdle of it idle over the last idleWindow (on 2 cores, the
+// four runs of harness and harness/integration at their floor leave 25-55%
+// idle; beside one CPU hog or the checker's CPU-bound tests, nearly none),
+// no extra run admitted in the last rampGap (a run's start-up has not
+// shown in the figure yet), and no quiet cell under way or waiting. Beside
+// two CPU hogs the machine is never idle and the gate runs floor at a
+// time, as before. A quiet cell starts only under the floor and, while it
+// runs, no extra run starts. The waiting test expected to take longest
+// starts first, so that no long test is left to run alone at the end.
+// Every parallel test reaches the gate (-parallel 64).
 //
 // go test -parallel N sets floor and ceiling to N (-parallel 1 runs the
 // tests one by one).
