@@ -524,11 +524,11 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 type failoverMiss int
 
 const (
-	missNone       failoverMiss = iota // it could, and struck
-	missNoPromote                      // no replica was promoted
-	missNoHolder                       // nobody held the lock (with a live lease) at the promotion
-	missKept                           // the promoted replica had every live holder's grant
-	missNoRegrant                      // nobody was granted the lock again before the holders it failed let go
+	missNone      failoverMiss = iota // it could, and struck
+	missNoPromote                     // no replica was promoted
+	missNoHolder                      // nobody held the lock (with a live lease) at the promotion
+	missKept                          // the promoted replica had every live holder's grant
+	missNoRegrant                     // nobody was granted the lock again before the holders it failed let go
 )
 
 // failoverMissed says whether failover f could give the lock away twice,
