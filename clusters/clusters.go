@@ -60,8 +60,9 @@ type Failoverer interface {
 // but not applied when the replica is promoted: the replication lag of a
 // replica whose applier has fallen behind, aimed at that one grant.
 type Lagger interface {
-	// HoldBackReplica stops the replica applying what it receives (it
-	// goes on receiving it); ResumeReplica lets it apply again. FailPrimary
+	// HoldBackReplica lets the replica catch up with what the primary has
+	// committed, then stops it applying what it receives (it goes on
+	// receiving it); ResumeReplica lets it apply again. FailPrimary
 	// promotes a held-back replica as it is.
 	HoldBackReplica(ctx context.Context) error
 	ResumeReplica(ctx context.Context) error

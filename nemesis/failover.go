@@ -29,13 +29,15 @@ const failoverLimit = 60 * time.Second
 // On a topology whose replica can be held back (a clusters.Lagger:
 // mysql-replicated), the grant is one the replica has received but not
 // applied: once a failover is due, the first acquire sent while nobody
-// holds the lock stops the replica's applier first, and the failover
-// strikes after a grant asked for since. A grant asked for before (another
-// client's acquire already on its way) lets the replica catch up instead,
-// and the next free moment holds it back again: a release lost with the
-// grant after it would leave the lock held by nobody. The promotion note
-// then says whether the promoted replica lacked writes the primary had
-// committed (history.PromotedLackingWrites, PromotedWithEveryWrite).
+// holds the lock and no other request awaits its answer lets the replica
+// catch up and then stops its applier, and the failover strikes after the
+// first grant since, before its holder can release (the release would be
+// lost too, and the promoted replica would have the lock free or held as
+// before). A grant committed before the applier stopped (an acquire sent
+// at the same moment) is on the promoted replica; the promotion note says
+// whether the replica lacked writes the primary had committed
+// (history.PromotedLackingWrites, PromotedWithEveryWrite), and the checker
+// reads it.
 //
 // --param failover=isolate (topologies that are a clusters.Isolator:
 // redis-sentinel on the local backend) fails the primary by cutting it off
@@ -114,10 +116,7 @@ type failoverRun struct {
 	closed   bool       // the run is ending
 	firstErr error
 	next     time.Time // no failover before
-	// held: the replica's applier is held back (lag), and heldFor are the
-	// clients whose acquire was sent since.
-	held    bool
-	heldFor map[int]bool
+	held     bool      // the replica's applier is held back (lag)
 }
 
 // due reports whether a failover may strike after the next grant.
@@ -132,24 +131,26 @@ func (f *failoverRun) due() bool {
 	return ok && f.env.came(s.Trigger, f.env.Workload.Grants()+1)
 }
 
-// holdBack (OnInvoke, on a Lagger) holds the replica back right before an
-// acquire is sent, when a failover is due and nobody holds the lock (no
+// holdBack (OnInvoke, on a Lagger) holds the replica back right before
+// p's acquire is sent, when a failover is due, nobody holds the lock (no
 // release is on its way either: a holder is one until its release has
-// answered), so that the next grant is received by the replica but not
-// applied; it notes every acquire sent while the replica is held back.
-// Under mu: an acquire whose hook waits for it is sent after the hold-back.
+// answered) and no other client awaits an answer (an acquire on its way
+// could be granted before the applier stops), so that the next grant is
+// received by the replica but not applied. Under mu: the other clients'
+// acquires wait for it in this hook, and are sent after it.
 func (f *failoverRun) holdBack(p *workloads.Process, op history.Op) {
 	if op != history.Acquire {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.held {
-		f.heldFor[p.ID] = true
+	if f.held || !f.due() || f.env.Workload.Holders() > 0 {
 		return
 	}
-	if !f.due() || f.env.Workload.Holders() > 0 {
-		return
+	for _, q := range f.env.Workload.Processes() {
+		if q != p && q.InFlight() != 0 {
+			return
+		}
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
@@ -162,7 +163,7 @@ func (f *failoverRun) holdBack(p *workloads.Process, op history.Op) {
 		}
 		return
 	}
-	f.held, f.heldFor = true, map[int]bool{p.ID: true}
+	f.held = true
 }
 
 // resume lets a held-back replica apply again (under mu).
@@ -170,7 +171,7 @@ func (f *failoverRun) resume() {
 	if !f.held {
 		return
 	}
-	f.held, f.heldFor = false, nil
+	f.held = false
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := f.lag.ResumeReplica(ctx); err != nil && f.firstErr == nil {
@@ -190,13 +191,9 @@ func (f *failoverRun) strike(p *workloads.Process) {
 		return
 	}
 	lagged := f.lag != nil
-	if lagged && !f.heldFor[p.ID] {
-		// Asked for before the replica was held back: it may have applied
-		// this grant. Let it catch up, and hold it back again when the
-		// lock is free.
-		f.resume()
+	if lagged && !f.held {
 		f.mu.Unlock()
-		return
+		return // not held back yet: the next free moment does
 	}
 	var s strike
 	var cool time.Duration
@@ -213,14 +210,14 @@ func (f *failoverRun) strike(p *workloads.Process) {
 			Params: map[string]string{"mode": f.mode}})
 	}
 	f.busy = true
-	f.held, f.heldFor = false, nil // the promotion ends the replication
+	f.held = false // the promotion ends the replication
 	// Added under the lock that Run takes before it waits: a failover
 	// begun here has rejoined before Run returns.
 	f.wg.Add(1)
 	f.mu.Unlock()
 	what := fmt.Sprintf("%s the primary right after client %d's grant and promote a replica", f.how, p.ID)
 	if lagged {
-		what = fmt.Sprintf("%s the primary right after client %d's grant, asked for while the replica's applier was held back, and promote the replica", f.how, p.ID)
+		what = fmt.Sprintf("%s the primary right after client %d's grant, the first since the replica's applier was held back, and promote the replica", f.how, p.ID)
 	}
 	end := fault(f.env, s, "primary", p.ID, what)
 	go f.failover(p.ID, end, s.lengthOf(), cool)

@@ -279,11 +279,13 @@ func (r *mysqlReplicated) replica() *node {
 	return r.nodes[1-r.primary]
 }
 
-// HoldBackReplica stops the replica's applier (recipe.MySQLHoldBack), as
-// the local backend does.
+// HoldBackReplica stops the replica's applier once it has caught up
+// (recipe.MySQLHoldBack), as the local backend does.
 func (r *mysqlReplicated) HoldBackReplica(ctx context.Context) error {
-	n := r.replica()
-	return n.mysql.exec(ctx, n.name, recipe.MySQLHoldBack)
+	r.mu.Lock()
+	p, rep := r.nodes[r.primary], r.nodes[1-r.primary]
+	r.mu.Unlock()
+	return recipe.MySQLHoldBack(ctx, mysqlServer{p}, mysqlServer{rep})
 }
 
 // ResumeReplica starts the replica's applier again.

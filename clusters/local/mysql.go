@@ -255,9 +255,13 @@ func (c *mysqlReplicated) replica() *mysqlNode {
 	return c.nodes[1-c.primary]
 }
 
-// HoldBackReplica stops the replica's applier (recipe.MySQLHoldBack).
+// HoldBackReplica stops the replica's applier once it has caught up
+// (recipe.MySQLHoldBack).
 func (c *mysqlReplicated) HoldBackReplica(ctx context.Context) error {
-	return c.replica().exec(ctx, recipe.MySQLHoldBack)
+	c.mu.Lock()
+	p, r := c.nodes[c.primary], c.nodes[1-c.primary]
+	c.mu.Unlock()
+	return recipe.MySQLHoldBack(ctx, p, r)
 }
 
 // ResumeReplica starts the replica's applier again.

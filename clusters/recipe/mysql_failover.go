@@ -97,14 +97,37 @@ func MySQLFailPrimary(ctx context.Context, p, r MySQLServer, how string) (line s
 		!GTIDCovers(applied, committed), nil
 }
 
-// MySQLHoldBack stops a replica's applier (its SQL thread) while its IO
-// thread goes on receiving the primary's binlog: what it receives from then
-// on waits in its relay log, unapplied, as on a replica whose applier has
-// fallen behind. MySQLResume lets it apply again.
-var (
-	MySQLHoldBack = "STOP SLAVE SQL_THREAD"
-	MySQLResume   = "START SLAVE SQL_THREAD"
-)
+// MySQLHoldBack holds the replica r of primary p back: once r has applied
+// everything p had committed when asked (MASTER_GTID_WAIT, at most
+// holdBackWait: a write just before, such as the last release, is not
+// lost with what comes next), it stops r's applier (its SQL thread) while
+// its IO thread goes on receiving p's binlog. What r receives from then on
+// waits in its relay log, unapplied, as on a replica whose applier has
+// fallen behind, and a promotion (RESET SLAVE ALL) throws it away.
+// MySQLResume lets it apply again.
+func MySQLHoldBack(ctx context.Context, p, r MySQLServer) error {
+	pos, err := p.QueryString(ctx, "SELECT @@global.gtid_binlog_pos")
+	if err != nil {
+		return fmt.Errorf("hold back %s: what %s committed: %w", r.Name(), p.Name(), err)
+	}
+	if pos != "" {
+		// -1 after the wait: it lags more than that; held back anyway.
+		if _, err := r.QueryString(ctx, fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', %g)", pos, holdBackWait.Seconds())); err != nil {
+			return fmt.Errorf("hold back %s: catch up with %s: %w", r.Name(), GTIDOrNone(pos), err)
+		}
+	}
+	if err := r.Exec(ctx, "STOP SLAVE SQL_THREAD"); err != nil {
+		return fmt.Errorf("hold back %s: %w", r.Name(), err)
+	}
+	return nil
+}
+
+// holdBackWait bounds how long MySQLHoldBack waits for the replica to
+// catch up first.
+const holdBackWait = 2 * time.Second
+
+// MySQLResume starts a held-back replica's applier again.
+const MySQLResume = "START SLAVE SQL_THREAD"
 
 // GTIDCovers reports whether GTID position have contains position want:
 // in every replication domain of want, have reached at least want's
