@@ -29,15 +29,15 @@ const failoverLimit = 60 * time.Second
 // On a topology whose replica can be held back (a clusters.Lagger:
 // mysql-replicated), the grant is one the replica has received but not
 // applied: once a failover is due, the first acquire sent while nobody
-// holds the lock and no other request awaits its answer lets the replica
-// catch up and then stops its applier, and the failover strikes after the
-// first grant since, before its holder can release (the release would be
-// lost too, and the promoted replica would have the lock free or held as
-// before). A grant committed before the applier stopped (an acquire sent
-// at the same moment) is on the promoted replica; the promotion note says
-// whether the replica lacked writes the primary had committed
-// (history.PromotedLackingWrites, PromotedWithEveryWrite), and the checker
-// reads it.
+// holds the lock waits until no other request awaits its answer (holding
+// every other acquire back meanwhile), lets the replica catch up and then
+// stops its applier, and the failover strikes after the first grant since,
+// before its holder can release (the release would be lost too, and the
+// promoted replica would have the lock free or held as before). A grant
+// committed before the applier stopped is on the promoted replica; the
+// promotion note says whether the replica lacked writes the primary had
+// committed (history.PromotedLackingWrites, PromotedWithEveryWrite), and
+// the checker reads it.
 //
 // --param failover=isolate (topologies that are a clusters.Isolator:
 // redis-sentinel on the local backend) fails the primary by cutting it off
@@ -132,12 +132,14 @@ func (f *failoverRun) due() bool {
 }
 
 // holdBack (OnInvoke, on a Lagger) holds the replica back right before
-// p's acquire is sent, when a failover is due, nobody holds the lock (no
-// release is on its way either: a holder is one until its release has
-// answered) and no other client awaits an answer (an acquire on its way
-// could be granted before the applier stops), so that the next grant is
-// received by the replica but not applied. Under mu: the other clients'
-// acquires wait for it in this hook, and are sent after it.
+// p's acquire is sent, when a failover is due and nobody holds the lock
+// (no release is on its way either: a holder is one until its release has
+// answered), so that the next grant is received by the replica but not
+// applied. It first waits (up to holdBackQuiet) until no other client
+// awaits an answer: an acquire on its way could be granted before the
+// applier stops; if one is granted, the hold-back waits for the next free
+// moment. Under mu: the other clients' acquires wait in this hook
+// meanwhile, and are sent after the hold-back.
 func (f *failoverRun) holdBack(p *workloads.Process, op history.Op) {
 	if op != history.Acquire {
 		return
@@ -147,10 +149,14 @@ func (f *failoverRun) holdBack(p *workloads.Process, op history.Op) {
 	if f.held || !f.due() || f.env.Workload.Holders() > 0 {
 		return
 	}
-	for _, q := range f.env.Workload.Processes() {
-		if q != p && q.InFlight() != 0 {
+	quiet := time.Now().Add(holdBackQuiet)
+	for f.othersInFlight(p) {
+		if time.Now().After(quiet) || !sleep.For(f.ctx, time.Millisecond) {
 			return
 		}
+	}
+	if f.env.Workload.Holders() > 0 {
+		return // an acquire on its way was granted
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
 	defer cancel()
@@ -164,6 +170,20 @@ func (f *failoverRun) holdBack(p *workloads.Process, op history.Op) {
 		return
 	}
 	f.held = true
+}
+
+// holdBackQuiet bounds how long holdBack waits for the other clients'
+// requests on their way to be answered.
+const holdBackQuiet = 2 * time.Second
+
+// othersInFlight reports whether a client other than p awaits an answer.
+func (f *failoverRun) othersInFlight(p *workloads.Process) bool {
+	for _, q := range f.env.Workload.Processes() {
+		if q != p && q.InFlight() != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // resume lets a held-back replica apply again (under mu).
