@@ -531,13 +531,15 @@ const (
 	missNoRegrant                     // nobody was granted the lock again before the holders it failed let go
 )
 
-// failoverMissed says whether failover f could give the lock away twice,
-// from what the run recorded: missNone when the replica was promoted while
-// a client held the lock (in a lease run, with its lease still live: a
-// promotion after the lease surely ran out cannot break it), the promotion
-// lost that client's grant, and another client's acquire could have been
-// granted by the promoted replica before that client let go (asked for
-// before then, and answered ok after the promotion, or never answered).
+// failoverMissed says whether failover f gave the lock away twice where it
+// could, from what the run recorded: missNone when the replica was
+// promoted while a client held the lock (in a lease run, with its lease
+// still live: a promotion after the lease surely ran out cannot break it),
+// the promotion lost that client's grant, and another client was granted
+// the lock by the promoted replica before that client let go (see
+// regrantAfter). Every scheme on a topology that fails over loses its lock
+// so: a failover run is unsafe, safe only when fencing tokens contained
+// the second grant, or inconclusive.
 //
 // The grant is lost when the lock lives in a session (every session on the
 // failed primary ends with it), or when the promotion note does not say
@@ -580,23 +582,25 @@ func failoverMissed(h *history.History, f history.Fault, holds []Hold, slack int
 	return miss, wait
 }
 
-// regrantAfter reports whether a client other than hd's could have been
-// granted the lock after promotion p while hd held it: an acquire asked
-// for by the end of hd, answered ok after p, or still unanswered at p (an
-// answer lost then, or never given: it may have been granted). If none
-// could, wait is how long after hd's end the first grant after p came, to
-// any client (-1: none came).
+// regrantAfter reports whether a client other than hd's was surely
+// granted the lock after promotion p while hd held it: its acquire
+// answered ok from p until hd's end. (An acquire still on its way when hd
+// let go, or whose answer was lost, may have been granted before or after:
+// it shows nothing, and a run whose only such grants came so would be
+// called safe without a double holder the failover could have caused.) If
+// none was, wait is how long after hd's end the first grant after p came,
+// to any client (-1: none came).
 func regrantAfter(h *history.History, hd Hold, p int64) (int64, bool) {
 	first := int64(-1)
 	for i := range h.Ops {
 		op := &h.Ops[i]
-		if op.Op != history.Acquire || op.Type == history.Fail {
+		if op.Op != history.Acquire || op.Type != history.OK || op.Return < p {
 			continue
 		}
-		if op.Client != hd.Client && op.Call <= hd.End && ((op.Type == history.Info && op.Completed >= p) || (op.Type == history.OK && op.Return >= p)) {
+		if op.Client != hd.Client && op.Return <= hd.End {
 			return 0, true
 		}
-		if op.Type == history.OK && op.Return >= p && (first < 0 || op.Return < first) {
+		if first < 0 || op.Return < first {
 			first = op.Return
 		}
 	}
