@@ -181,7 +181,8 @@ func LateFailover(r checker.Result, h *history.History, ttl time.Duration) bool 
 // replica had applied every write the primary had committed and the lock
 // lives in rows (history.PromotedWithEveryWrite), or no other client was
 // granted the lock from the promotion until the holder whose grant the
-// failover followed let go (its first release after the failure began).
+// failover followed let go (its first release after the failure began, or
+// the end of its validity).
 // Failover cells accept it in place of unsafe; never safe.
 func MissedFailover(r checker.Result, h *history.History, ttl time.Duration) bool {
 	if r.Verdict != checker.Inconclusive {
@@ -209,12 +210,20 @@ func MissedFailover(r checker.Result, h *history.History, ttl time.Duration) boo
 }
 
 // regranted reports whether a client other than holder was granted the
-// lock from promotion p until holder's first release invoked after from.
+// lock from promotion p until holder let go: its first release invoked
+// after from, or before that the end of the validity its grant (the last
+// before from) gave it, if it checks one.
 func regranted(h *history.History, holder int, from, p int64) bool {
 	end := history.Never
 	for _, op := range h.Ops {
-		if op.Client == holder && op.Op == history.Release && op.Call >= from {
-			end = op.Call
+		if op.Client != holder {
+			continue
+		}
+		if op.Op == history.Acquire && op.Type == history.OK && op.Return <= from {
+			end = op.ValidUntil // Never when it checks none
+		}
+		if op.Op == history.Release && op.Call >= from {
+			end = min(end, op.Call)
 			break
 		}
 	}
