@@ -440,7 +440,7 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 func failoverMissWhy(misses map[failoverMiss]int, regrantWait int64) []string {
 	var why []string
 	if misses[missKept] > 0 {
-		why = append(why, "no failover lost a live holder's lock: the promoted replica had applied every write the primary had committed, the holder's grant included, and this lock lives in those rows (a failover loses it only when the replica lags: the failover holds the replica's applier back before the grant, so a failover that lost nothing is one whose grant came before the hold-back)")
+		why = append(why, "no failover lost a live holder's lock: the promoted replica had applied every write the primary had committed, the holder's grant included, and this lock lives in those rows (a failover loses it only with a write the replica had not applied: the failover holds the replica's applier back before the grant it strikes after, and this grant came before)")
 	}
 	if misses[missNoRegrant] > 0 {
 		came := "no grant came after the promotion"
@@ -471,8 +471,8 @@ func faultClient(f history.Fault) (int, bool) {
 //     aimed at the acquire its client sends next: when that acquire was
 //     granted or may have been);
 //   - a failover, when it lost the lock of a client that held it at the
-//     promotion, and the promoted replica could have granted it again
-//     before that client let go (see failoverMissed);
+//     promotion, and the promoted replica granted it again before that
+//     client let go (see failoverMissed);
 //   - any other (server) fault, while some client held the lock.
 func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int][]Hold, slack int64) bool {
 	if f.Failed {
