@@ -151,33 +151,11 @@ func FailoverShape(o *harness.Options) {
 	o.TimeLimit = 12 * time.Second
 }
 
-// LateFailover reports whether r is the inconclusive verdict a starved
-// machine rightly earns on a failover cell: the checker says no failover
-// promoted a replica while a lease was live, and the recorded history
-// agrees (every failover promoted only more than ttl after it struck, or
-// never). Failover cells accept it in place of unsafe; never safe.
-func LateFailover(r checker.Result, h *history.History, ttl time.Duration) bool {
-	if r.Verdict != checker.Inconclusive || !strings.Contains(r.Why, "no failover promoted a replica while a client held the lock") {
-		return false
-	}
-	n := 0
-	for _, f := range h.Faults {
-		if f.Name != "failover" {
-			continue
-		}
-		n++
-		if p, ok := h.Promotion(f); ok && p.Time-f.Start <= ttl.Nanoseconds() {
-			return false
-		}
-	}
-	return n > 0
-}
-
 // MissedFailover reports whether r is the inconclusive verdict a failover
 // cell rightly earns when no failover could give the lock away twice, and
 // the recorded history agrees, failover by failover: it promoted nothing,
-// or (a lease that is not renewed) only more than ttl after it struck
-// (LateFailover), or the promoted
+// or (a lease that is not renewed) only more than ttl after it struck,
+// or the promoted
 // replica had applied every write the primary had committed and the lock
 // lives in rows (history.PromotedWithEveryWrite), or no other client was
 // granted the lock from the promotion until the holder whose grant the
