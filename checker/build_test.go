@@ -17,6 +17,7 @@ type hb struct {
 	fault  int64
 	noEnd  bool
 	endsAt float64
+	note   string // failoverCells: the end of the promotion note
 }
 
 func newHB() *hb {

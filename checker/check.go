@@ -366,6 +366,8 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		byClient = holdsByClient(holds)
 	}
 	var promotions []int64 // after the kill, of failovers that promoted a replica
+	misses := map[failoverMiss]int{}
+	regrantWait := int64(-1) // the least wait of a missNoRegrant failover, -1 when no grant followed
 	for _, f := range h.Faults {
 		t := by[f.Name]
 		if t == nil {
@@ -386,6 +388,13 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		if p, ok := h.Promotion(f); ok {
 			promotions = append(promotions, p.Time-f.Start)
 		}
+		if f.Name == "failover" && !f.Failed {
+			miss, wait := failoverMissed(h, f, holds, slack)
+			misses[miss]++
+			if miss == missNoRegrant && wait >= 0 && (regrantWait < 0 || wait < regrantWait) {
+				regrantWait = wait
+			}
+		}
 	}
 	var why []string
 	seen := map[string]bool{}
@@ -403,6 +412,8 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 			why = append(why, fmt.Sprintf("every %s fault failed to take effect (see the fault table)", n))
 		case n == "failover" && len(promotions) == 0:
 			why = append(why, "no failover promoted a replica")
+		case n == "failover" && (misses[missKept] > 0 || misses[missNoRegrant] > 0):
+			why = append(why, failoverMissWhy(misses, regrantWait)...)
 		case n == "failover":
 			lease := ""
 			if h.Info.Lease && !h.Info.Renews && h.Info.TTLMillis > 0 {
@@ -420,6 +431,23 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		default:
 			why = append(why, fmt.Sprintf("no %s fault started while a client held the lock", n))
 		}
+	}
+	return why
+}
+
+// failoverMissWhy says why failovers that promoted a replica while a client
+// held the lock could not give it away twice (failoverMissed).
+func failoverMissWhy(misses map[failoverMiss]int, regrantWait int64) []string {
+	var why []string
+	if misses[missKept] > 0 {
+		why = append(why, "no failover lost a live holder's lock: the promoted replica had applied every write the primary had committed, the holder's grant included, and this lock lives in those rows (a failover loses it only with a write the replica had not applied: the failover holds the replica's applier back before the grant it strikes after, and this grant came before)")
+	}
+	if misses[missNoRegrant] > 0 {
+		came := "no grant came after the promotion"
+		if regrantWait >= 0 {
+			came = "the first grant after the promotion came " + span(regrantWait) + " after the holder let go"
+		}
+		why = append(why, fmt.Sprintf("no failover's promoted replica granted the lock while a holder whose lock the failover lost still held it: %s (the other clients reached the promoted replica too late; longer holds, or a shorter --op-timeout, let the failover matter)", came))
 	}
 	return why
 }
@@ -442,10 +470,9 @@ func faultClient(f history.Fault) (int, bool) {
 //     lost-reply partition or a link fault aimed at an acquire in flight,
 //     aimed at the acquire its client sends next: when that acquire was
 //     granted or may have been);
-//   - a failover, when the replica was promoted while a client held the
-//     lock granted before the promotion (and, in a lease run, that lease
-//     could still be live: a promotion after the lease surely ran out
-//     cannot give the lock away twice);
+//   - a failover, when it lost the lock of a client that held it at the
+//     promotion, and the promoted replica granted it again before that
+//     client let go (see failoverMissed);
 //   - any other (server) fault, while some client held the lock.
 func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int][]Hold, slack int64) bool {
 	if f.Failed {
@@ -482,22 +509,8 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 		return heldAt(byClient[c], f.Start) || (h.Info.Wait && waitingAt(h, c, f.Start))
 	}
 	if f.Name == "failover" {
-		note, ok := h.Promotion(f)
-		if !ok {
-			return false
-		}
-		p := note.Time
-		ttl := h.Info.TTLMillis * 1e6
-		for _, hd := range holds {
-			if hd.Start > p || hd.End < p {
-				continue
-			}
-			if h.Info.Lease && !h.Info.Renews && ttl > 0 && p >= hd.Start+ttl+slack {
-				continue // the lease surely ran out before the promotion
-			}
-			return true
-		}
-		return false
+		miss, _ := failoverMissed(h, f, holds, slack)
+		return miss == missNone
 	}
 	for i := range holds {
 		if holds[i].Start <= f.Start && f.Start <= holds[i].End {
@@ -505,6 +518,96 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 		}
 	}
 	return false
+}
+
+// Why a failover could not give the lock away twice (failoverMissed).
+type failoverMiss int
+
+const (
+	missNone      failoverMiss = iota // it could, and struck
+	missNoPromote                     // no replica was promoted
+	missNoHolder                      // nobody held the lock (with a live lease) at the promotion
+	missKept                          // the promoted replica had every live holder's grant
+	missNoRegrant                     // nobody was granted the lock again before the holders it failed let go
+)
+
+// failoverMissed says whether failover f gave the lock away twice where it
+// could, from what the run recorded: missNone when the replica was
+// promoted while a client held the lock (in a lease run, with its lease
+// still live: a promotion after the lease surely ran out cannot break it),
+// the promotion lost that client's grant, and another client was granted
+// the lock by the promoted replica before that client let go (see
+// regrantAfter). Every scheme on a topology that fails over loses its lock
+// so: a failover run is unsafe, safe only when fencing tokens contained
+// the second grant, or inconclusive.
+//
+// The grant is lost when the lock lives in a session (every session on the
+// failed primary ends with it), or when the promotion note does not say
+// that the promoted replica had applied every write the primary had
+// committed (history.PromotedWithEveryWrite): what the primary committed
+// before the fault began (the grant of a holder from before it) is then
+// on the new primary, and the lock with it.
+//
+// For missNoRegrant, wait is how long after the holder let go the first
+// grant after the promotion came (-1: none came); otherwise 0.
+func failoverMissed(h *history.History, f history.Fault, holds []Hold, slack int64) (failoverMiss, int64) {
+	note, ok := h.Promotion(f)
+	if !ok {
+		return missNoPromote, 0
+	}
+	p := note.Time
+	ttl := h.Info.TTLMillis * 1e6
+	kept := !h.Info.Session && strings.HasSuffix(note.Detail, history.PromotedWithEveryWrite)
+	miss, wait := missNoHolder, int64(0)
+	for _, hd := range holds {
+		if hd.Start > p || hd.End < p {
+			continue
+		}
+		if h.Info.Lease && !h.Info.Renews && ttl > 0 && p >= hd.Start+ttl+slack {
+			continue // the lease surely ran out before the promotion
+		}
+		if kept && hd.Start <= f.Start {
+			miss = max(miss, missKept)
+			continue // its grant was on the promoted replica
+		}
+		w, regranted := regrantAfter(h, hd, p)
+		if regranted {
+			return missNone, 0
+		}
+		if miss != missNoRegrant || w < wait || wait < 0 {
+			wait = w
+		}
+		miss = missNoRegrant
+	}
+	return miss, wait
+}
+
+// regrantAfter reports whether a client other than hd's was surely
+// granted the lock after promotion p while hd held it: its acquire
+// answered ok from p until hd's end. (An acquire still on its way when hd
+// let go, or whose answer was lost, may have been granted before or after:
+// it shows nothing, and a run whose only such grants came so would be
+// called safe without a double holder the failover could have caused.) If
+// none was, wait is how long after hd's end the first grant after p came,
+// to any client (-1: none came).
+func regrantAfter(h *history.History, hd Hold, p int64) (int64, bool) {
+	first := int64(-1)
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		if op.Op != history.Acquire || op.Type != history.OK || op.Return < p {
+			continue
+		}
+		if op.Client != hd.Client && op.Return <= hd.End {
+			return 0, true
+		}
+		if first < 0 || op.Return < first {
+			first = op.Return
+		}
+	}
+	if first < 0 {
+		return -1, false
+	}
+	return first - hd.End, false
 }
 
 // waitingAt reports whether client c was blocked in an acquire at t (a

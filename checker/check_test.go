@@ -58,12 +58,64 @@ func TestVerdict(t *testing.T) {
 			b.cycles(6, t+100)
 		}},
 		// A failover matters only if the replica is promoted while the
-		// holder whose grant it followed still holds a live lease.
-		{name: "a failover promoted while the holder held its lease", verdict: Safe, why: "1 fault while the lock was held", build: func(b *hb) {
-			failoverCells(b, 30, 40, history.OK)
+		// holder whose grant it followed still holds a live lease, the
+		// promotion lost that grant, and the promoted replica could grant
+		// the lock again before the holder let go.
+		{name: "a failover whose promoted replica granted the lock again", verdict: Unsafe, why: "double holder", build: func(b *hb) {
+			failoverCells(b, 30, 40, history.OK, func(b *hb, t float64) { b.acq(2, t+32, t+33, "g") })
+		}},
+		{name: "a fenced failover whose second grant was contained", verdict: Safe, why: "1 fault while the lock was held: 1 double holder (1 lease-broken), 1 non-linearizable history contained by fencing", build: func(b *hb) {
+			failoverCells(b, 30, 40, history.OK, func(b *hb, t float64) {
+				b.info.Fence, b.info.Fencing = true, true
+				b.o(2, history.Acquire, t+32, t+33, history.OK, func(_, d *history.Event) { d.Owner, d.Token = "g", history.Int64(100) })
+				b.write(2, t+34, t+35, history.OK, 1, 0, 100)
+				b.rel(2, t+36, t+37, "g", history.OK, "g")
+				b.write(1, t+38, t+39, history.Fail, 1, 0, 1)
+			})
+		}},
+		{name: "a failover nobody was granted after before the holder let go", verdict: Inconclusive,
+			why: "no failover's promoted replica granted the lock while a holder whose lock the failover lost still held it: the first grant after the promotion came 41.0 ms after the holder let go", build: func(b *hb) {
+				failoverCells(b, 30, 40, history.OK)
+			}},
+		// An acquire on its way when the holder let go, granted after,
+		// may have been granted before or after: it shows nothing (a
+		// starved local run said safe, "1 fault while the lock was held").
+		{name: "a failover with an acquire granted across the holder's release", verdict: Inconclusive,
+			why: "the first grant after the promotion came 5.0 ms after the holder let go", build: func(b *hb) {
+				failoverCells(b, 30, 40, history.OK, func(b *hb, t float64) {
+					b.acq(2, t+35, t+45, "late")
+					b.rel(2, t+46, t+47, "late", history.OK, "late")
+				})
+			}},
+		{name: "a failover with an acquire whose answer was lost", verdict: Inconclusive, why: "no failover's promoted replica granted the lock", build: func(b *hb) {
+			failoverCells(b, 30, 40, history.OK, func(b *hb, t float64) { b.o(2, history.Acquire, t+20, t+45, history.Info, nil) })
 		}},
 		{name: "a failover promoted after the lease ran out", verdict: Inconclusive, why: "no failover promoted a replica while a client held the lock and its lease (TTL 0.10 s) live: the promotion came 0.15 s after the failure", build: func(b *hb) {
 			failoverCells(b, 152, 160, history.Fail)
+		}},
+		// mysql-replicated: the promotion note says whether the promoted
+		// replica had every write the primary had committed. A lock in
+		// rows survives a failover that lost none; one in a session never
+		// does.
+		{name: "a failover that lost no write of a lock in rows", verdict: Inconclusive,
+			why: "no failover lost a live holder's lock: the promoted replica had applied every write the primary had committed", build: func(b *hb) {
+				failoverCells(b, 30, 40, history.OK, func(b *hb, t float64) {
+					b.note = "; " + history.PromotedWithEveryWrite
+					b.acqFail(2, t+32, t+33, history.ReasonHeld) // the promoted replica has the row
+				})
+			}},
+		{name: "a failover that lost the grant of a lock in rows", verdict: Unsafe, why: "double holder", build: func(b *hb) {
+			failoverCells(b, 30, 40, history.OK, func(b *hb, t float64) {
+				b.note = "; " + history.PromotedLackingWrites
+				b.acq(2, t+32, t+33, "g")
+			})
+		}},
+		{name: "a failover that lost no write of a lock in a session", verdict: Unsafe, why: "double holder", build: func(b *hb) {
+			failoverCells(b, 30, 40, history.OK, func(b *hb, t float64) {
+				b.note = "; " + history.PromotedWithEveryWrite
+				b.info.Session = true
+				b.acq(2, t+32, t+33, "g")
+			})
 		}},
 		// A fault that never took effect (the clock shim was not in
 		// effect) proves nothing.
@@ -253,13 +305,20 @@ func lostReply(b *hb, c int, start, end float64) {
 // and a failover right after, its replica promoted promote ms after the
 // grant; client 1 releases release ms after it (relType: the release's
 // outcome), and more cycles follow.
-func failoverCells(b *hb, promote, release float64, relType history.Type) {
+// failoverCells builds a failover right after client 1's grant, the
+// replica promoted promote ms and the holder's release release ms after
+// it; during, if given, adds what else happens from the grant's time t on
+// (and may set b.note, the end of the promotion note).
+func failoverCells(b *hb, promote, release float64, relType history.Type, during ...func(b *hb, t float64)) {
 	b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
 	t := b.cycles(6, 0)
 	b.acq(1, t, t+1, "f")
+	for _, d := range during {
+		d(b, t)
+	}
 	b.fault++
 	b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
-	b.add(t+promote, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverNote + "promoted redis-2"})
+	b.add(t+promote, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverNote + "promoted redis-2" + b.note})
 	removed := "f"
 	if relType != history.OK {
 		removed = "-"

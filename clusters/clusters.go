@@ -53,6 +53,24 @@ type Failoverer interface {
 	Rejoin(ctx context.Context) error
 }
 
+// Lagger is a Failoverer whose replica can be made to fall behind, and
+// that says what each promotion lost (mysql-replicated). The failover
+// fault holds the replica back just before the grant it strikes after, so
+// that the grant is committed on the primary and received by the replica,
+// but not applied when the replica is promoted: the replication lag of a
+// replica whose applier has fallen behind, aimed at that one grant.
+type Lagger interface {
+	// HoldBackReplica lets the replica catch up with what the primary has
+	// committed, then stops it applying what it receives (it goes on
+	// receiving it); ResumeReplica lets it apply again. FailPrimary
+	// promotes a held-back replica as it is.
+	HoldBackReplica(ctx context.Context) error
+	ResumeReplica(ctx context.Context) error
+	// LostWrites reports whether the replica the last FailPrimary promoted
+	// lacked writes the failed primary had committed before it failed.
+	LostWrites() bool
+}
+
 // Isolator is a Failoverer that can also fail its primary by cutting it
 // off the network instead of killing it (the failover fault's --param
 // failover=isolate): the primary keeps running with its data, and Rejoin

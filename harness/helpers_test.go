@@ -27,7 +27,7 @@ var (
 	clientCmdOptions  = harnesstest.ClientCmdOptions
 	failoverShape     = harnesstest.FailoverShape
 	kinds             = harnesstest.Kinds
-	lateFailover      = harnesstest.LateFailover
+	missedFailover    = harnesstest.MissedFailover
 	assertNothingLeft = harnesstest.AssertNothingLeft
 	alive             = harnesstest.Alive
 	readFile          = harnesstest.ReadFile

@@ -92,8 +92,8 @@ func TestRedisMultiCells(t *testing.T) {
 			if tc.nemesis == "failover" && verdict == checker.Unsafe {
 				h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
 				require.NoError(t, err)
-				if lateFailover(r, h, o.TTL) {
-					t.Logf("every promotion came after the leases it could break had run out (a busy machine): inconclusive is the verdict this run earned")
+				if missedFailover(r, h, o.TTL) {
+					t.Logf("the recorded history shows no failover could give the lock away twice (a busy machine: a late promotion, or no grant before the holder let go): inconclusive is the verdict this run earned")
 					verdict, want = checker.Inconclusive, nil
 				}
 			}

@@ -45,6 +45,16 @@ const (
 // grant the failover followed.
 const FailoverNote = "failover: "
 
+// The promotion note of a failover on a topology that compares what the
+// failed primary had committed with what the promoted replica had applied
+// (mysql-replicated) ends with one of these. A lock kept in committed rows
+// survives a failover that lost no write; a lock kept in a session
+// (Traits.Session) is lost at every failover, whatever the replica had.
+const (
+	PromotedWithEveryWrite = "the promoted replica had applied every write the primary had committed: the failover lost no committed write"
+	PromotedLackingWrites  = "the promoted replica lacked writes the primary had committed: the failover lost them"
+)
+
 // Promotion returns the note that the failover fault f recorded when its
 // replica was promoted (its Time is when), ok false when f is no failover
 // or never promoted one.

@@ -140,12 +140,19 @@ func (b *mysqlBase) lease(owner string, start time.Time, token *int64, ttl time.
 // keep hands the connection to the caller when f succeeds (a lock that
 // lives in the session); otherwise it goes back to the pool, or is thrown
 // away when f failed in a way that may have left it unusable.
+//
+// Connecting to a server may take only its share of what is left of the
+// deadline (half of it for the first of two), as a multi-host connector's
+// connect timeout does: a server that died without a reset (a killed
+// container: its address answers nothing) would otherwise take the whole
+// deadline, and the client would never reach the replica promoted in its
+// place while the old primary's address stays silent.
 func (b *mysqlBase) attempt(ctx context.Context, keep bool, f func(c *sql.Conn) error) (*sql.Conn, error) {
 	var skipped []error
 	n := len(b.dbs)
 	for i := 0; i < n; i++ {
 		idx := (b.cur + i) % n
-		c, err := b.connect(ctx, idx)
+		c, err := b.connectShare(ctx, idx, n-i)
 		if err != nil {
 			skipped = append(skipped, fmt.Errorf("%s: %w", b.cfg.Addrs[idx], err))
 			if ctx.Err() != nil {
@@ -171,6 +178,18 @@ func (b *mysqlBase) attempt(ctx context.Context, keep bool, f func(c *sql.Conn) 
 		return nil, err
 	}
 	return nil, fmt.Errorf("%w: no server took it: %w", ErrRejected, errors.Join(skipped...))
+}
+
+// connectShare is connect with at most 1/left of what remains of ctx's
+// deadline to connect in (the servers still to try share it).
+func (b *mysqlBase) connectShare(ctx context.Context, idx, left int) (*sql.Conn, error) {
+	dl, ok := ctx.Deadline()
+	if !ok || left <= 1 {
+		return b.connect(ctx, idx)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Until(dl)/time.Duration(left))
+	defer cancel()
+	return b.connect(cctx, idx)
 }
 
 // connect takes a connection to server idx (the pool checks a reused one

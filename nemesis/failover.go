@@ -26,6 +26,19 @@ const failoverLimit = 60 * time.Second
 // a replica of the new one. The next failover waits for a grant at least
 // 1-2 s after that. A topology that cannot fail over is an error.
 //
+// On a topology whose replica can be held back (a clusters.Lagger:
+// mysql-replicated), the grant is one the replica has received but not
+// applied: once a failover is due, the first acquire sent while nobody
+// holds the lock waits until no other request awaits its answer (holding
+// every other acquire back meanwhile), lets the replica catch up and then
+// stops its applier, and the failover strikes after the first grant since,
+// before its holder can release (the release would be lost too, and the
+// promoted replica would have the lock free or held as before). A grant
+// committed before the applier stopped is on the promoted replica; the
+// promotion note says whether the replica lacked writes the primary had
+// committed (history.PromotedLackingWrites, PromotedWithEveryWrite), and
+// the checker reads it.
+//
 // --param failover=isolate (topologies that are a clusters.Isolator:
 // redis-sentinel on the local backend) fails the primary by cutting it off
 // the network instead of killing it: DROP rules in its namespace, healed
@@ -70,10 +83,17 @@ func (*failover) Run(ctx context.Context, env *Env) error {
 		failPrimary, how, back = iso.IsolatePrimary, "isolate", "healed, came back with its stale data and rejoined as a replica"
 	}
 	f := &failoverRun{env: env, ctx: ctx, fo: fo, failPrimary: failPrimary, how: how, back: back, mode: mode, r: rng(env, "failover")}
+	f.lag, _ = clusters.As[clusters.Lagger](env.Cluster)
 	f.next = time.Now().Add(between(f.r, 500*time.Millisecond, time.Second))
+	if f.lag != nil {
+		env.Workload.OnInvoke(f.holdBack)
+	}
 	env.Workload.OnAcquire(f.strike)
 	<-ctx.Done()
 	shut(&f.mu, &f.closed, &f.wg)
+	f.mu.Lock()
+	f.resume() // held back for a grant that never came
+	f.mu.Unlock()
 	return f.firstErr
 }
 
@@ -88,12 +108,96 @@ type failoverRun struct {
 	mode        string                                // FailoverKill or FailoverIsolate
 	wg          sync.WaitGroup
 
+	lag clusters.Lagger // nil: the replica cannot be held back
+
 	mu       sync.Mutex
 	r        *rand.Rand // drawn from under mu (the hook runs in the workload)
 	busy     bool       // a failover is under way (or the topology broke)
 	closed   bool       // the run is ending
 	firstErr error
 	next     time.Time // no failover before
+	held     bool      // the replica's applier is held back (lag)
+}
+
+// due reports whether a failover may strike after the next grant.
+func (f *failoverRun) due() bool {
+	if f.closed || f.busy {
+		return false
+	}
+	if !f.env.replaying() {
+		return !time.Now().Before(f.next)
+	}
+	s, ok := f.env.next("failover")
+	return ok && f.env.came(s.Trigger, f.env.Workload.Grants()+1)
+}
+
+// holdBack (OnInvoke, on a Lagger) holds the replica back right before
+// p's acquire is sent, when a failover is due and nobody holds the lock
+// (no release is on its way either: a holder is one until its release has
+// answered), so that the next grant is received by the replica but not
+// applied. It first waits (up to holdBackQuiet) until no other client
+// awaits an answer: an acquire on its way could be granted before the
+// applier stops; if one is granted, the hold-back waits for the next free
+// moment. Under mu: the other clients' acquires wait in this hook
+// meanwhile, and are sent after the hold-back.
+func (f *failoverRun) holdBack(p *workloads.Process, op history.Op) {
+	if op != history.Acquire {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held || !f.due() || f.env.Workload.Holders() > 0 {
+		return
+	}
+	quiet := time.Now().Add(holdBackQuiet)
+	for f.othersInFlight(p) {
+		if time.Now().After(quiet) || !sleep.For(f.ctx, time.Millisecond) {
+			return
+		}
+	}
+	if f.env.Workload.Holders() > 0 {
+		return // an acquire on its way was granted
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
+	defer cancel()
+	if err := f.lag.HoldBackReplica(ctx); err != nil {
+		if f.ctx.Err() == nil {
+			f.busy = true // no more failovers on a broken topology
+			if f.firstErr == nil {
+				f.firstErr = fmt.Errorf("hold back the replica: %w", err)
+			}
+		}
+		return
+	}
+	f.held = true
+}
+
+// holdBackQuiet bounds how long holdBack waits for the other clients'
+// requests on their way to be answered.
+const holdBackQuiet = 2 * time.Second
+
+// othersInFlight reports whether a client other than p awaits an answer.
+func (f *failoverRun) othersInFlight(p *workloads.Process) bool {
+	for _, q := range f.env.Workload.Processes() {
+		if q != p && q.InFlight() != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// resume lets a held-back replica apply again (under mu).
+func (f *failoverRun) resume() {
+	if !f.held {
+		return
+	}
+	f.held = false
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.lag.ResumeReplica(ctx); err != nil && f.firstErr == nil {
+		f.busy = true
+		f.firstErr = fmt.Errorf("resume the replica: %w", err)
+	}
 }
 
 // strike (OnAcquire) fails the primary right after client p's grant, when
@@ -105,6 +209,11 @@ func (f *failoverRun) strike(p *workloads.Process) {
 	if f.closed || f.busy || (!replay && time.Now().Before(f.next)) {
 		f.mu.Unlock()
 		return
+	}
+	lagged := f.lag != nil
+	if lagged && !f.held {
+		f.mu.Unlock()
+		return // not held back yet: the next free moment does
 	}
 	var s strike
 	var cool time.Duration
@@ -121,11 +230,16 @@ func (f *failoverRun) strike(p *workloads.Process) {
 			Params: map[string]string{"mode": f.mode}})
 	}
 	f.busy = true
+	f.held = false // the promotion ends the replication
 	// Added under the lock that Run takes before it waits: a failover
 	// begun here has rejoined before Run returns.
 	f.wg.Add(1)
 	f.mu.Unlock()
-	end := fault(f.env, s, "primary", p.ID, fmt.Sprintf("%s the primary right after client %d's grant and promote a replica", f.how, p.ID))
+	what := fmt.Sprintf("%s the primary right after client %d's grant and promote a replica", f.how, p.ID)
+	if lagged {
+		what = fmt.Sprintf("%s the primary right after client %d's grant, the first since the replica's applier was held back, and promote the replica", f.how, p.ID)
+	}
+	end := fault(f.env, s, "primary", p.ID, what)
 	go f.failover(p.ID, end, s.lengthOf(), cool)
 }
 
@@ -140,6 +254,13 @@ func (f *failoverRun) failover(client int, end func(string), down, cool time.Dur
 		end("failover failed: " + err.Error())
 		f.fail(fmt.Errorf("fail primary: %w", err))
 		return
+	}
+	if f.lag != nil {
+		if f.lag.LostWrites() {
+			line += "; " + history.PromotedLackingWrites
+		} else {
+			line += "; " + history.PromotedWithEveryWrite
+		}
 	}
 	f.env.Recorder.Record(history.Event{Type: history.Note, Client: client, Detail: history.FailoverNote + line}, nil)
 	// Down for a while, even when the run is ending: the cluster is whole

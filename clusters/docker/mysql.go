@@ -160,9 +160,13 @@ type mysqlReplicated struct {
 
 	fmu    sync.Mutex
 	failed *node
+	lost   bool // the last promoted replica lacked committed writes
 }
 
-var _ clusters.Failoverer = (*mysqlReplicated)(nil)
+var (
+	_ clusters.Failoverer = (*mysqlReplicated)(nil)
+	_ clusters.Lagger     = (*mysqlReplicated)(nil)
+)
 
 // setUp makes the second server a replica of the first (compose: unless
 // it already is one).
@@ -250,10 +254,11 @@ func (r *mysqlReplicated) FailPrimary(ctx context.Context) (string, error) {
 	pi := r.primary
 	r.mu.Unlock()
 	p, rep := r.nodes[pi], r.nodes[1-pi]
-	line, err := recipe.MySQLFailPrimary(ctx, mysqlServer{p}, mysqlServer{rep}, "docker kill")
+	line, lost, err := recipe.MySQLFailPrimary(ctx, mysqlServer{p}, mysqlServer{rep}, "docker kill")
 	if err != nil {
 		return "", err
 	}
+	r.lost = lost
 	if err := r.setRole(ctx, rep, "primary"); err != nil {
 		return "", err
 	}
@@ -265,6 +270,35 @@ func (r *mysqlReplicated) FailPrimary(ctx context.Context) (string, error) {
 	r.mu.Unlock()
 	r.failed = p
 	return line, nil
+}
+
+// replica returns the server that replicates now.
+func (r *mysqlReplicated) replica() *node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nodes[1-r.primary]
+}
+
+// HoldBackReplica stops the replica's applier once it has caught up
+// (recipe.MySQLHoldBack), as the local backend does.
+func (r *mysqlReplicated) HoldBackReplica(ctx context.Context) error {
+	r.mu.Lock()
+	p, rep := r.nodes[r.primary], r.nodes[1-r.primary]
+	r.mu.Unlock()
+	return recipe.MySQLHoldBack(ctx, mysqlServer{p}, mysqlServer{rep})
+}
+
+// ResumeReplica starts the replica's applier again.
+func (r *mysqlReplicated) ResumeReplica(ctx context.Context) error {
+	n := r.replica()
+	return n.mysql.exec(ctx, n.name, recipe.MySQLResume)
+}
+
+// LostWrites reports whether the last promotion lost committed writes.
+func (r *mysqlReplicated) LostWrites() bool {
+	r.fmu.Lock()
+	defer r.fmu.Unlock()
+	return r.lost
 }
 
 // Rejoin restarts the failed primary on its old datadir and rebuilds it as

@@ -179,9 +179,13 @@ type mysqlReplicated struct {
 
 	fmu    sync.Mutex // one FailPrimary or Rejoin at a time
 	failed *mysqlNode // the primary FailPrimary killed, until Rejoin
+	lost   bool       // the last promoted replica lacked committed writes
 }
 
-var _ clusters.Failoverer = (*mysqlReplicated)(nil)
+var (
+	_ clusters.Failoverer = (*mysqlReplicated)(nil)
+	_ clusters.Lagger     = (*mysqlReplicated)(nil)
+)
 
 // FailPrimary kills the primary with SIGKILL and promotes the replica the
 // way a hurried operator does: STOP SLAVE; RESET SLAVE ALL; SET GLOBAL
@@ -199,10 +203,11 @@ func (c *mysqlReplicated) FailPrimary(ctx context.Context) (string, error) {
 	pi := c.primary
 	c.mu.Unlock()
 	p, r := c.nodes[pi], c.nodes[1-pi]
-	line, err := recipe.MySQLFailPrimary(ctx, p, r, "kill -9")
+	line, lost, err := recipe.MySQLFailPrimary(ctx, p, r, "kill -9")
 	if err != nil {
 		return "", err
 	}
+	c.lost = lost
 	r.setReadOnly(false)
 	p.setReadOnly(true) // it comes back as a replica
 	c.mu.Lock()
@@ -241,6 +246,34 @@ func (c *mysqlReplicated) Rejoin(ctx context.Context) error {
 	}
 	c.failed = nil
 	return nil
+}
+
+// replica returns the server that replicates now.
+func (c *mysqlReplicated) replica() *mysqlNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[1-c.primary]
+}
+
+// HoldBackReplica stops the replica's applier once it has caught up
+// (recipe.MySQLHoldBack).
+func (c *mysqlReplicated) HoldBackReplica(ctx context.Context) error {
+	c.mu.Lock()
+	p, r := c.nodes[c.primary], c.nodes[1-c.primary]
+	c.mu.Unlock()
+	return recipe.MySQLHoldBack(ctx, p, r)
+}
+
+// ResumeReplica starts the replica's applier again.
+func (c *mysqlReplicated) ResumeReplica(ctx context.Context) error {
+	return c.replica().exec(ctx, recipe.MySQLResume)
+}
+
+// LostWrites reports whether the last promotion lost committed writes.
+func (c *mysqlReplicated) LostWrites() bool {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	return c.lost
 }
 
 func gtidOrNone(s string) string { return recipe.GTIDOrNone(s) }

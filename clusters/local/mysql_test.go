@@ -102,6 +102,48 @@ func TestMySQLBadParam(t *testing.T) {
 	require.ErrorContains(t, err, "wait_timeout=0")
 }
 
+// A replica held back (its applier stopped) receives a write but does not
+// apply it: the failover loses that write and says so; one that caught up
+// again loses nothing and says that.
+func TestMySQLHoldBackLosesTheWrite(t *testing.T) {
+	needMariaDB(t, "mysql-replicated")
+	t.Parallel()
+	ctx := context.Background()
+	cl := startTopology(t, "mysql-replicated", runDir(t), nil)
+	lag := cl.(clusters.Lagger)
+	fo := cl.(clusters.Failoverer)
+	a, b := cl.Addrs()[0], cl.Addrs()[1]
+	pa, pb := client(t, a), client(t, b)
+	_, err := pa.Exec("CREATE TABLE t (id INT PRIMARY KEY)")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return count(pb, "t") == 0 }, 5*time.Second, 10*time.Millisecond, "the table replicated")
+
+	require.NoError(t, lag.HoldBackReplica(ctx))
+	_, err = pa.Exec("INSERT INTO t VALUES (1)")
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond) // received, never applied
+	require.Equal(t, 0, count(pb, "t"))
+	line, err := fo.FailPrimary(ctx)
+	require.NoError(t, err)
+	t.Log(line)
+	require.True(t, lag.LostWrites(), line)
+	require.Equal(t, 0, count(pb, "t"), "the promoted replica never applied the insert")
+	require.NoError(t, fo.Rejoin(ctx))
+
+	// Back the other way, with the replica caught up: nothing is lost.
+	_, err = pb.Exec("INSERT INTO t VALUES (2)")
+	require.NoError(t, err)
+	require.NoError(t, lag.HoldBackReplica(ctx))
+	require.NoError(t, lag.ResumeReplica(ctx))
+	require.Eventually(t, func() bool { return count(pa, "t") == 1 }, 5*time.Second, 10*time.Millisecond, "the rejoined replica follows")
+	line, err = fo.FailPrimary(ctx)
+	require.NoError(t, err)
+	t.Log(line)
+	require.False(t, lag.LostWrites(), line)
+	require.Equal(t, 1, count(pa, "t"))
+	require.NoError(t, fo.Rejoin(ctx))
+}
+
 // A failover loses what the replica had not applied, the old primary comes
 // back as a replica of the new one, and a second failover goes back.
 func TestMySQLFailoverAndRejoin(t *testing.T) {

@@ -3,6 +3,8 @@ package recipe
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/locktest/locktest/internal/sleep"
@@ -53,32 +55,107 @@ func MySQLReplicateFrom(ctx context.Context, n MySQLServer, primary, host, port 
 // MySQLFailPrimary kills the primary p (how says with what, e.g. "kill
 // -9") and promotes the replica r the way a hurried operator does
 // (MySQLPromote): it does not wait for the replica to apply what it
-// received but had not applied yet, which is then lost. The line says what
-// the replica had received and applied when it was promoted. The backend
-// then records the new roles.
-func MySQLFailPrimary(ctx context.Context, p, r MySQLServer, how string) (string, error) {
+// received but had not applied yet, which is then lost. Just before the
+// kill it reads what p has committed (@@gtid_binlog_pos: every grant
+// given so far is in it), and once r has stopped replicating, what r has
+// applied (@@gtid_slave_pos): lost says whether r lacked any of it. The
+// line says both. The backend then records the new roles.
+func MySQLFailPrimary(ctx context.Context, p, r MySQLServer, how string) (line string, lost bool, err error) {
 	if p.PID() == 0 {
-		return "", fmt.Errorf("fail primary: %s is down", p.Name())
+		return "", false, fmt.Errorf("fail primary: %s is down", p.Name())
 	}
 	if r.PID() == 0 {
-		return "", fmt.Errorf("fail primary: %s, the replica, is down: nothing to promote", r.Name())
+		return "", false, fmt.Errorf("fail primary: %s, the replica, is down: nothing to promote", r.Name())
+	}
+	committed, err := p.QueryString(ctx, "SELECT @@global.gtid_binlog_pos")
+	if err != nil {
+		return "", false, fmt.Errorf("fail primary: what %s committed: %w", p.Name(), err)
 	}
 	pid := p.PID()
 	if err := p.Kill(); err != nil {
-		return "", fmt.Errorf("fail primary: %w", err)
+		return "", false, fmt.Errorf("fail primary: %w", err)
 	}
 	t0 := time.Now()
+	// Stopped first, so that what it applied can be read before RESET
+	// SLAVE ALL throws the rest away.
+	if err := r.Exec(ctx, MySQLPromote[0]); err != nil {
+		return "", false, fmt.Errorf("promote %s: %w", r.Name(), err)
+	}
 	st, err := r.ReplicaStatus(ctx)
 	if err != nil {
-		return "", fmt.Errorf("promote %s: %w", r.Name(), err)
+		return "", false, fmt.Errorf("promote %s: %w", r.Name(), err)
 	}
 	applied, err := r.QueryString(ctx, "SELECT @@global.gtid_slave_pos")
 	if err != nil {
-		return "", fmt.Errorf("promote %s: %w", r.Name(), err)
+		return "", false, fmt.Errorf("promote %s: %w", r.Name(), err)
 	}
-	if err := r.Exec(ctx, MySQLPromote...); err != nil {
-		return "", fmt.Errorf("promote %s: %w", r.Name(), err)
+	if err := r.Exec(ctx, MySQLPromote[1:]...); err != nil {
+		return "", false, fmt.Errorf("promote %s: %w", r.Name(), err)
 	}
-	return fmt.Sprintf("killed primary %s (pid %d, %s); promoted %s %s later (STOP SLAVE; RESET SLAVE ALL; read_only=0): it had received %s and applied %s; anything later is lost",
-		p.Name(), pid, how, r.Name(), time.Since(t0).Round(time.Millisecond), GTIDOrNone(st["Gtid_IO_Pos"]), GTIDOrNone(applied)), nil
+	return fmt.Sprintf("killed primary %s (pid %d, %s) with %s committed; promoted %s %s later (STOP SLAVE; RESET SLAVE ALL; read_only=0): it had received %s and applied %s",
+			p.Name(), pid, how, GTIDOrNone(committed), r.Name(), time.Since(t0).Round(time.Millisecond), GTIDOrNone(st["Gtid_IO_Pos"]), GTIDOrNone(applied)),
+		!GTIDCovers(applied, committed), nil
+}
+
+// MySQLHoldBack holds the replica r of primary p back: once r has applied
+// everything p had committed when asked (MASTER_GTID_WAIT, at most
+// holdBackWait: a write just before, such as the last release, is not
+// lost with what comes next), it stops r's applier (its SQL thread) while
+// its IO thread goes on receiving p's binlog. What r receives from then on
+// waits in its relay log, unapplied, as on a replica whose applier has
+// fallen behind, and a promotion (RESET SLAVE ALL) throws it away.
+// MySQLResume lets it apply again.
+func MySQLHoldBack(ctx context.Context, p, r MySQLServer) error {
+	pos, err := p.QueryString(ctx, "SELECT @@global.gtid_binlog_pos")
+	if err != nil {
+		return fmt.Errorf("hold back %s: what %s committed: %w", r.Name(), p.Name(), err)
+	}
+	if pos != "" {
+		// -1 after the wait: it lags more than that; held back anyway.
+		if _, err := r.QueryString(ctx, fmt.Sprintf("SELECT MASTER_GTID_WAIT('%s', %g)", pos, holdBackWait.Seconds())); err != nil {
+			return fmt.Errorf("hold back %s: catch up with %s: %w", r.Name(), GTIDOrNone(pos), err)
+		}
+	}
+	if err := r.Exec(ctx, "STOP SLAVE SQL_THREAD"); err != nil {
+		return fmt.Errorf("hold back %s: %w", r.Name(), err)
+	}
+	return nil
+}
+
+// holdBackWait bounds how long MySQLHoldBack waits for the replica to
+// catch up first.
+const holdBackWait = 2 * time.Second
+
+// MySQLResume starts a held-back replica's applier again.
+const MySQLResume = "START SLAVE SQL_THREAD"
+
+// GTIDCovers reports whether GTID position have contains position want:
+// in every replication domain of want, have reached at least want's
+// sequence number (MariaDB numbers a domain's transactions in order,
+// whichever server wrote them). Positions are lists like "0-1-42,1-2-7".
+func GTIDCovers(have, want string) bool {
+	got := gtidSeqs(have)
+	for d, n := range gtidSeqs(want) {
+		if got[d] < n {
+			return false
+		}
+	}
+	return true
+}
+
+// gtidSeqs reads a GTID position as domain -> sequence number.
+func gtidSeqs(pos string) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, g := range strings.Split(pos, ",") {
+		parts := strings.Split(strings.TrimSpace(g), "-")
+		if len(parts) != 3 {
+			continue
+		}
+		n, err := strconv.ParseUint(parts[2], 10, 64)
+		if err != nil {
+			continue
+		}
+		out[parts[0]] = max(out[parts[0]], n)
+	}
+	return out
 }

@@ -55,3 +55,24 @@ func TestMySQLSettings(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "0-2-17", pos)
 }
+
+// What a promoted replica applied covers what the primary committed when
+// every domain of the one reached the other's sequence number, whichever
+// server wrote it.
+func TestGTIDCovers(t *testing.T) {
+	for _, tc := range []struct {
+		have, want string
+		covers     bool
+	}{
+		{"0-1-6", "0-1-6", true},
+		{"0-1-5", "0-1-6", false},
+		{"0-2-31", "0-2-30", true},
+		{"0-1-30", "0-2-30", true}, // the same domain, written by the other server
+		{"", "", true},             // nothing committed: nothing to lose
+		{"", "0-1-1", false},
+		{"0-1-9,1-2-3", "0-1-9,1-2-4", false},
+		{"0-1-9, 1-2-4", "1-2-4,0-1-9", true},
+	} {
+		require.Equal(t, tc.covers, GTIDCovers(tc.have, tc.want), "%q covers %q", tc.have, tc.want)
+	}
+}

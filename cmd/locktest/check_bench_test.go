@@ -37,6 +37,8 @@ var wholeCheckShapes = []wholeCheckShape{
 	{"1M ops, 50 clients, 1% lost, no expiry: a lost grant holds the lock, a deadlock of 412 s", lostgen.Config{Seed: 1, Ops: 1_000_000, Clients: 50, Lost: 0.01, NoExpiry: true, Mix: lostgen.MixMixed}, exitUnsafe},
 	{"100k ops, 50 clients, 5% lost, valid", lostgen.Config{Seed: 1, Ops: 100_000, Clients: 50, Lost: 0.05, Mix: lostgen.MixMixed}, exitSafe},
 	{"100k ops, 50 clients, 5% lost, 5 double grants", lostgen.Config{Seed: 1, Ops: 100_000, Clients: 50, Lost: 0.05, Double: 5, Mix: lostgen.MixCertain}, exitUnsafe},
+	{"10k ops, 50 clients, 5% lost, 3 double grants", lostgen.Config{Seed: 1, Ops: 10_000, Clients: 50, Lost: 0.05, Double: 3, Mix: lostgen.MixMixed}, exitUnsafe},
+	{"1M ops, 50 clients, 5% lost, 20 double grants", lostgen.Config{Seed: 1, Ops: 1_000_000, Clients: 50, Lost: 0.05, Double: 20, Mix: lostgen.MixMixed}, exitUnsafe},
 }
 
 // wholeCheck is one `locktest check DIR` as a user runs it: its wall time,

@@ -22,6 +22,7 @@ import (
 	"github.com/locktest/locktest/checker"
 	"github.com/locktest/locktest/clusters/docker"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/harness/harnesstest"
 	"github.com/locktest/locktest/history"
 	"github.com/locktest/locktest/reports"
 )
@@ -293,6 +294,19 @@ func TestComposeTopologies(t *testing.T) {
 				}
 				if tc.profile == "redlock" {
 					requireRedlockKills(t, h, 5)
+				}
+				if slices.Contains(args, "failover") {
+					// Every scheme here is unsafe under a failover: a
+					// failover run is never safe, and inconclusive only
+					// when the history shows that no failover could give
+					// the lock away twice (a busy machine).
+					res, err := reports.ReadResultsJSON(filepath.Join(store, "latest", "results.json"))
+					require.NoError(t, err)
+					require.NotEqual(t, checker.Safe, res.Verdict, "%v: %s", args, res.Why)
+					if res.Verdict == checker.Inconclusive {
+						require.True(t, harnesstest.MissedFailover(*res, h, time.Duration(h.Info.TTLMillis)*time.Millisecond), "%v: %s", args, res.Why)
+						t.Logf("%s %v: inconclusive, as the history shows: %s", tc.profile, args, res.Why)
+					}
 				}
 				t.Logf("%s %v: exit %d in %s, %d faults", tc.profile, args, r.code, time.Since(t0).Round(100*time.Millisecond), len(h.Faults))
 			}

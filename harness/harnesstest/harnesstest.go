@@ -159,13 +159,23 @@ func FailoverShape(o *harness.Options) {
 	o.TimeLimit = 12 * time.Second
 }
 
-// LateFailover reports whether r is the inconclusive verdict a starved
-// machine rightly earns on a failover cell: the checker says no failover
-// promoted a replica while a lease was live, and the recorded history
-// agrees (every failover promoted only more than ttl after it struck, or
-// never). Failover cells accept it in place of unsafe; never safe.
-func LateFailover(r checker.Result, h *history.History, ttl time.Duration) bool {
-	if r.Verdict != checker.Inconclusive || !strings.Contains(r.Why, "no failover promoted a replica while a client held the lock") {
+// MissedFailover reports whether r is the inconclusive verdict a failover
+// cell rightly earns when no failover could give the lock away twice, and
+// the recorded history agrees, failover by failover: it promoted nothing,
+// or (a lease that is not renewed) only more than ttl after it struck,
+// or the promoted
+// replica had applied every write the primary had committed and the lock
+// lives in rows (history.PromotedWithEveryWrite), or no other client was
+// granted the lock from the promotion until the holder whose grant the
+// failover followed let go (its first release after the failure began, or
+// the end of its validity).
+// Failover cells accept it in place of unsafe; never safe.
+func MissedFailover(r checker.Result, h *history.History, ttl time.Duration) bool {
+	if r.Verdict != checker.Inconclusive {
+		return false
+	}
+	if !strings.Contains(r.Why, "no failover promoted a replica") && !strings.Contains(r.Why, "no failover lost a live holder's lock") &&
+		!strings.Contains(r.Why, "no failover's promoted replica granted the lock while") {
 		return false
 	}
 	n := 0
@@ -174,11 +184,41 @@ func LateFailover(r checker.Result, h *history.History, ttl time.Duration) bool 
 			continue
 		}
 		n++
-		if p, ok := h.Promotion(f); ok && p.Time-f.Start <= ttl.Nanoseconds() {
+		p, ok := h.Promotion(f)
+		switch {
+		case !ok, h.Info.Lease && !h.Info.Renews && p.Time-f.Start > ttl.Nanoseconds():
+		case !h.Info.Session && strings.HasSuffix(p.Detail, history.PromotedWithEveryWrite):
+		case regranted(h, f.Client, f.Start, p.Time):
 			return false
 		}
 	}
 	return n > 0
+}
+
+// regranted reports whether a client other than holder was granted the
+// lock from promotion p until holder let go: its first release invoked
+// after from, or before that the end of the validity its grant (the last
+// before from) gave it, if it checks one.
+func regranted(h *history.History, holder int, from, p int64) bool {
+	end := history.Never
+	for _, op := range h.Ops {
+		if op.Client != holder {
+			continue
+		}
+		if op.Op == history.Acquire && op.Type == history.OK && op.Return <= from {
+			end = op.ValidUntil // Never when it checks none
+		}
+		if op.Op == history.Release && op.Call >= from {
+			end = min(end, op.Call)
+			break
+		}
+	}
+	for _, op := range h.Ops {
+		if op.Client != holder && op.Op == history.Acquire && op.Type == history.OK && op.Return >= p && op.Return <= end {
+			return true
+		}
+	}
+	return false
 }
 
 // Kinds counts r's anomalies of severity (all of them for "") by kind.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,13 @@ func TestMySQLCells(t *testing.T) {
 		{name: "failover to a lagging replica loses the grant", lock: "mysql-unique-expiry", nemesis: "failover", topology: "mysql-replicated",
 			params: map[string]string{"replica_delay": "1"}, hold: workloads.Range{Min: 200 * time.Millisecond, Max: 400 * time.Millisecond},
 			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
+		// No replica_delay: the failover holds the replica's applier back
+		// just before the grant it strikes after (without that, the
+		// replica applied the grant within a millisecond and the run was
+		// safe).
+		{name: "failover loses a lock row the replica received but had not applied", lock: "mysql-unique", nemesis: "failover", topology: "mysql-replicated",
+			hold:    workloads.Range{Min: 200 * time.Millisecond, Max: 400 * time.Millisecond},
+			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
 		{name: "failover loses a lock held in a session", lock: "mysql-for-update", nemesis: "failover", topology: "mysql-replicated",
 			hold:    workloads.Range{Min: 200 * time.Millisecond, Max: 400 * time.Millisecond},
 			verdict: checker.Unsafe, want: []string{string(checker.KindDoubleHolder)}},
@@ -98,8 +106,17 @@ func TestMySQLCells(t *testing.T) {
 			r := out.Result
 			found := kinds(r, "")
 			t.Logf("%s in %s: %s", r.Verdict, time.Since(t0).Round(100*time.Millisecond), r.Why)
-			require.Equal(t, tc.verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
-			for _, k := range tc.want {
+			h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
+			require.NoError(t, err)
+			verdict, want := tc.verdict, tc.want
+			if tc.nemesis == "failover" && missedFailover(r, h, o.TTL) {
+				// A busy machine: no failover could give the lock away
+				// twice, as the history shows. Never safe.
+				t.Logf("no failover could give the lock away twice, as the history shows: inconclusive is the verdict this run earned")
+				verdict, want = checker.Inconclusive, nil
+			}
+			require.Equal(t, verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
+			for _, k := range want {
 				require.Positive(t, found[k], "want a %s anomaly; got %v", k, found)
 			}
 			for _, k := range tc.absent {
@@ -116,10 +133,16 @@ func TestMySQLCells(t *testing.T) {
 			require.NoDirExists(t, filepath.Join(out.Dir, "servers", "mysql-1", "data"), "the datadir is removed")
 			assertMySQLGone(t, out.Dir)
 			if tc.nemesis == "failover" {
-				h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
-				require.NoError(t, err)
 				require.NotEmpty(t, h.Faults)
 				require.Contains(t, readFile(t, filepath.Join(out.Dir, "history.jsonl")), `"detail":"failover: killed primary mysql-1`)
+				if r.Verdict == checker.Unsafe && !h.Info.Session {
+					// A lock in rows is lost only with writes the
+					// promoted replica lacked: some promotion says so.
+					require.True(t, slices.ContainsFunc(h.Faults, func(f history.Fault) bool {
+						p, ok := h.Promotion(f)
+						return ok && strings.HasSuffix(p.Detail, history.PromotedLackingWrites)
+					}), "no promotion lost a write")
+				}
 			}
 		})
 	}
