@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -25,6 +26,8 @@ import (
 // repository and generated ones, with and without anomalies. Only the
 // times the checks took may differ.
 func TestLeanLoadSameResults(t *testing.T) {
+	lim := DefaultLinearizationLimits
+	t.Cleanup(func() { DefaultLinearizationLimits = lim })
 	var files []string
 	for _, pat := range []string{"../checker/testdata/*.jsonl", "../internal/lostgen/testdata/*.jsonl"} {
 		m, err := filepath.Glob(pat)
@@ -55,6 +58,14 @@ func TestLeanLoadSameResults(t *testing.T) {
 		t.Run(filepath.Base(filepath.Dir(f))+"/"+filepath.Base(f), func(t *testing.T) {
 			whole := checkedPages(t, f, false)
 			lean := checkedPages(t, f, true)
+			if whole.report != lean.report && strings.Contains(whole.report+lean.report, "undecided: the search ran out") {
+				// porcupine's view ran out of its time on one render
+				// only (under -race beside two CPU hogs its 2 s did on
+				// a 302-operation view): again, with time to decide.
+				DefaultLinearizationLimits.Timeout = 30 * time.Second
+				whole, lean = checkedPages(t, f, false), checkedPages(t, f, true)
+				DefaultLinearizationLimits.Timeout = lim.Timeout
+			}
 			// A search cut by its time budget stops at a point that
 			// depends on the machine: these histories must be decided.
 			require.NotContains(t, whole.results, `"out_of_time": true`, "pick histories the checks decide within their budgets")
