@@ -411,7 +411,13 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		case t.failed == t.faults:
 			why = append(why, fmt.Sprintf("every %s fault failed to take effect (see the fault table)", n))
 		case n == "failover" && len(promotions) == 0:
-			why = append(why, "no failover promoted a replica")
+			w := "no failover promoted a replica"
+			if slices.ContainsFunc(h.Events, func(e history.Event) bool {
+				return e.Type == history.Note && strings.HasPrefix(e.Detail, history.FailoverFailed)
+			}) {
+				w += " (the topology promoted none: the fault table says how its servers stood)"
+			}
+			why = append(why, w)
 		case n == "failover" && (misses[missKept] > 0 || misses[missNoRegrant] > 0):
 			why = append(why, failoverMissWhy(misses, regrantWait)...)
 		case n == "failover":

@@ -93,6 +93,18 @@ func TestVerdict(t *testing.T) {
 		{name: "a failover promoted after the lease ran out", verdict: Inconclusive, why: "no failover promoted a replica while a client held the lock and its lease (TTL 0.10 s) live: the promotion came 0.15 s after the failure", build: func(b *hb) {
 			failoverCells(b, 152, 160, history.Fail)
 		}},
+		// The primary failed and the topology promoted no replica (Sentinel
+		// refused a stale one): the run proves nothing, and says why.
+		{name: "a failover the topology promoted no replica for", verdict: Inconclusive,
+			why: "no failover promoted a replica (the topology promoted none: the fault table says how its servers stood)", build: func(b *hb) {
+				b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
+				t := b.cycles(6, 0)
+				b.acq(1, t, t+1, "f")
+				b.faultWith("failover", "primary", t+2, t+60, "", history.FailoverFailed+"no sentinel named a new master within 30s")
+				b.add(t+40, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverFailed + "no sentinel named a new master within 30s"})
+				b.rel(1, t+50, t+51, "f", history.OK, "f")
+				b.cycles(6, t+70)
+			}},
 		// mysql-replicated: the promotion note says whether the promoted
 		// replica had every write the primary had committed. A lock in
 		// rows survives a failover that lost none; one in a session never

@@ -49,9 +49,18 @@ type Failoverer interface {
 	// Sentinel, or by the harness acting as an operator tool would). It
 	// returns once a new primary serves, with a line saying what happened.
 	FailPrimary(ctx context.Context) (string, error)
-	// Rejoin brings the failed primary back, as a replica of the new one.
+	// Rejoin brings the failed primary back, as a replica of the new one
+	// (or, after ErrNoPromotion, as the primary it was).
 	Rejoin(ctx context.Context) error
 }
+
+// ErrNoPromotion is what FailPrimary returns (wrapped) when the primary
+// failed but the topology's own machinery promoted no replica within its
+// limit (Sentinel refuses a replica it judges stale, or a starved machine
+// keeps its failover from finishing): a real server's behaviour, not a
+// broken harness. The failover fault then ends without a promotion and
+// Rejoin brings the old primary back as the primary.
+var ErrNoPromotion = errors.New("the topology promoted no replica")
 
 // Lagger is a Failoverer whose replica can be made to fall behind, and
 // that says what each promotion lost (mysql-replicated). The failover

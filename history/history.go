@@ -45,6 +45,12 @@ const (
 // grant the failover followed.
 const FailoverNote = "failover: "
 
+// FailoverFailed starts the Detail of the note a failover fault records,
+// instead of the FailoverNote, when the primary failed but the topology
+// promoted no replica (and of the fault's end): the failover took effect,
+// and could not lose a grant to a promotion.
+const FailoverFailed = "failover failed: "
+
 // The promotion note of a failover on a topology that compares what the
 // failed primary had committed with what the promoted replica had applied
 // (mysql-replicated) ends with one of these. A lock kept in committed rows

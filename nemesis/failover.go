@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -24,7 +25,11 @@ const failoverLimit = 60 * time.Second
 // the grant's holder is seen, a note records the promotion when it is done,
 // and the fault ends when the old primary, down for 1-2 s, has rejoined as
 // a replica of the new one. The next failover waits for a grant at least
-// 1-2 s after that. A topology that cannot fail over is an error.
+// 1-2 s after that. A topology that cannot fail over is an error; a
+// failover the topology does not finish (clusters.ErrNoPromotion: the
+// primary failed, no replica was promoted) ends the fault without a
+// promotion note once the old primary is the primary again, and the run
+// goes on (its verdict says no failover promoted a replica).
 //
 // On a topology whose replica can be held back (a clusters.Lagger:
 // mysql-replicated), the grant is one the replica has received but not
@@ -250,19 +255,31 @@ func (f *failoverRun) failover(client int, end func(string), down, cool time.Dur
 	fctx, cancel := context.WithTimeout(context.Background(), failoverLimit)
 	line, err := f.failPrimary(fctx)
 	cancel()
-	if err != nil {
-		end("failover failed: " + err.Error())
+	back := f.back
+	if errors.Is(err, clusters.ErrNoPromotion) {
+		// The primary failed and no replica was promoted: no grant was
+		// lost to a promotion, which the run's verdict says (no promotion
+		// note); the run goes on once the old primary is back.
+		line = history.FailoverFailed + err.Error()
+		f.env.Recorder.Record(history.Event{Type: history.Note, Client: client, Detail: line}, nil)
+		back = "restarted and is the primary again"
+		if f.mode == FailoverIsolate {
+			back = "healed and is the primary again"
+		}
+	} else if err != nil {
+		end(history.FailoverFailed + err.Error())
 		f.fail(fmt.Errorf("fail primary: %w", err))
 		return
-	}
-	if f.lag != nil {
-		if f.lag.LostWrites() {
-			line += "; " + history.PromotedLackingWrites
-		} else {
-			line += "; " + history.PromotedWithEveryWrite
+	} else {
+		if f.lag != nil {
+			if f.lag.LostWrites() {
+				line += "; " + history.PromotedLackingWrites
+			} else {
+				line += "; " + history.PromotedWithEveryWrite
+			}
 		}
+		f.env.Recorder.Record(history.Event{Type: history.Note, Client: client, Detail: history.FailoverNote + line}, nil)
 	}
-	f.env.Recorder.Record(history.Event{Type: history.Note, Client: client, Detail: history.FailoverNote + line}, nil)
 	// Down for a while, even when the run is ending: the cluster is whole
 	// again before Run returns.
 	sleep.For(f.ctx, down)
@@ -274,7 +291,7 @@ func (f *failoverRun) failover(client int, end func(string), down, cool time.Dur
 		f.fail(fmt.Errorf("rejoin: %w", err))
 		return
 	}
-	end(line + "; the old primary " + f.back)
+	end(line + "; the old primary " + back)
 	f.mu.Lock()
 	f.busy = false
 	f.next = time.Now().Add(cool)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
+	"github.com/locktest/locktest/clusters/recipe"
 	"github.com/locktest/locktest/internal/testenv"
 )
 
@@ -254,4 +255,54 @@ func TestSentinelFailPrimaryWithoutGrant(t *testing.T) {
 	require.Contains(t, detail, "no lease granted on it alone")
 	require.Zero(t, cl.Nodes()[0].PID(), "the old master is dead")
 	require.NoError(t, f.Rejoin(ctx))
+}
+
+// A failover Sentinel will not finish (every replica has replica-priority
+// 0, which Sentinel never promotes, as it refuses a replica it judges
+// stale): FailPrimary kills the master and returns ErrNoPromotion once its
+// limit has passed, saying how the Sentinels saw the master and replicas;
+// Rejoin restarts the old master, which is the master again with its
+// replicas resynced, so the pooled cluster probes whole.
+func TestSentinelFailPrimaryNoPromotion(t *testing.T) {
+	needSentinel(t)
+	t.Parallel()
+	ctx := context.Background()
+	cl, err := Backend{}.Start(ctx, clusters.Spec{Topology: "redis-sentinel", Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, cl.Stop(ctx)) }()
+	sc := cl.(*sentinelCluster)
+	sc.PromotionLimit = 4 * time.Second
+	for _, n := range sc.data[1:] {
+		rdb := recipe.AdminClient(n.Addr())
+		require.NoError(t, rdb.ConfigSet(ctx, "replica-priority", "0").Err())
+		rdb.Close()
+	}
+	// Every Sentinel has read the new priority (its INFO poll of a replica
+	// comes every 10 s while the master is up).
+	require.Eventually(t, func() bool {
+		for _, s := range sc.sentinels {
+			rdb := recipe.AdminClient(s.Addr())
+			v, err := rdb.Do(ctx, "SENTINEL", "REPLICAS", clusters.SentinelMaster).Slice()
+			rdb.Close()
+			if err != nil || len(v) != 2 || strings.Count(fmt.Sprint(v), "slave-priority 0") != 2 {
+				return false
+			}
+		}
+		return true
+	}, 25*time.Second, 200*time.Millisecond)
+
+	_, err = sc.FailPrimary(ctx)
+	require.ErrorIs(t, err, clusters.ErrNoPromotion)
+	t.Log(err)
+	require.Contains(t, err.Error(), "no sentinel named a new master within 4s")
+	require.Contains(t, err.Error(), "the master with flags")
+	require.Zero(t, sc.data[0].PID(), "the old master is dead")
+
+	require.NoError(t, sc.Rejoin(ctx))
+	require.NoError(t, sc.Probe(ctx), "the old master is the master again")
+	rdb := recipe.AdminClient(sc.data[0].Addr())
+	defer rdb.Close()
+	reps, err := recipe.OnlineReplicas(ctx, rdb)
+	require.NoError(t, err)
+	require.Len(t, reps, 2)
 }

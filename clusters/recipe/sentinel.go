@@ -1,6 +1,7 @@
 package recipe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,6 +157,10 @@ type Sentinel struct {
 	// Isolate, when not nil, cuts node off the network (the node keeps
 	// running) and returns what heals it: IsolatePrimary needs it.
 	Isolate func(ctx context.Context, node clusters.Node) (heal func(context.Context) error, err error)
+	// PromotionLimit bounds how long FailPrimary waits for the Sentinels
+	// to name a new master (0: 30 s) before it returns
+	// clusters.ErrNoPromotion.
+	PromotionLimit time.Duration
 
 	fmu    sync.Mutex    // one FailPrimary or Rejoin at a time
 	failed clusters.Node // the master FailPrimary killed or isolated, until Rejoin
@@ -359,14 +364,17 @@ func (c *Sentinel) failPrimary(ctx context.Context, isolate bool) (string, error
 	killed = true
 	c.failed = old
 
-	newAddr, first, all, err := c.waitPromotion(ctx, oldAddr, promotionLimit)
+	newAddr, first, all, err := c.waitPromotion(ctx, oldAddr, cmp.Or(c.PromotionLimit, promotionLimit))
 	if err != nil {
 		if isolate {
 			// No promotion: heal now, the master serves on.
 			hctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			herr := c.healFailed(hctx, m)
 			cancel()
-			err = errors.Join(err, herr)
+			if herr != nil {
+				// Not ErrNoPromotion: the topology is broken.
+				return "", fmt.Errorf("%s %s (%s): %v; %w", old.Name(), done, lost, err, herr)
+			}
 		}
 		return "", fmt.Errorf("%s %s (%s): %w", old.Name(), done, lost, err)
 	}
@@ -474,7 +482,7 @@ func (c *Sentinel) waitPromotion(ctx context.Context, old string, limit time.Dur
 		}
 		if time.Now().After(deadline) {
 			if newAddr == "" {
-				return "", 0, 0, fmt.Errorf("no sentinel named a new master within %s (%s)", limit, c.replicasSeen(ctx))
+				return "", 0, 0, fmt.Errorf("%w: no sentinel named a new master within %s (%s)", clusters.ErrNoPromotion, limit, c.replicasSeen(ctx))
 			}
 			return "", 0, 0, fmt.Errorf("sentinels did not agree on the new master %s within %s", newAddr, limit)
 		}
@@ -506,10 +514,16 @@ func (c *Sentinel) replicasSeen(ctx context.Context) string {
 			for i := 0; i+1 < len(f); i += 2 {
 				m[fmt.Sprint(f[i])] = fmt.Sprint(f[i+1])
 			}
-			reps = append(reps, fmt.Sprintf("%s:%s flags %s, link to the master down %s ms", m["ip"], m["port"], m["flags"], m["master-link-down-time"]))
+			reps = append(reps, fmt.Sprintf("%s:%s flags %s, priority %s, link to the master down %s ms, INFO %s ms old, last ok ping %s ms ago",
+				m["ip"], m["port"], m["flags"], m["slave-priority"], m["master-link-down-time"], m["info-refresh"], m["last-ok-ping-reply"]))
 		}
-		return fmt.Sprintf("%s sees the replicas: %s; it promotes none whose link has been down more than %s beyond the master's time down",
-			s.Name(), strings.Join(reps, "; "), sentinelReplicaValidity)
+		master := ""
+		if m, err := c.sentinelMaster(ctx, s.Addr()); err == nil {
+			master = fmt.Sprintf("the master with flags %s (down %s ms, objectively %s ms; config epoch %s, %s other sentinels) and ",
+				m["flags"], cmp.Or(m["s-down-time"], "0"), cmp.Or(m["o-down-time"], "0"), m["config-epoch"], m["num-other-sentinels"])
+		}
+		return fmt.Sprintf("%s sees %sthe replicas: %s; it promotes no replica that is down, has priority 0, has answered no INFO for 5 s, or whose link has been down more than %s beyond the master's time down",
+			s.Name(), master, strings.Join(reps, "; "), sentinelReplicaValidity)
 	}
 	return "no sentinel running"
 }
@@ -524,8 +538,11 @@ func (c *Sentinel) replicasSeen(ctx context.Context) string {
 // address directly would find the lock free. Sentinel then demotes it
 // (REPLICAOF the new master) and it resyncs. After IsolatePrimary it heals
 // the isolation instead: the old master comes back as it was, a master
-// with the stale leases, until Sentinel demotes it the same way. Rejoin
-// does nothing when no master failed.
+// with the stale leases, until Sentinel demotes it the same way. After a
+// kill no Sentinel promoted a replica for (clusters.ErrNoPromotion), the
+// restarted master is the master again, empty, once the Sentinels name it
+// and the replicas have resynced from it. Rejoin does nothing when no
+// master failed.
 func (c *Sentinel) Rejoin(ctx context.Context) error {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
@@ -553,6 +570,9 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 			if f["role"] == "slave" && f["master_link_status"] == "up" {
 				return nil
 			}
+			if f["role"] == "master" && c.servesAgain(ctx, n.Addr(), rdb) {
+				return nil // no promotion came (clusters.ErrNoPromotion): the primary again
+			}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("rejoin %s: not a replica in sync within %s", n.Name(), rejoinLimit)
@@ -561,6 +581,23 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 			return fmt.Errorf("rejoin %s: restarted, not yet demoted: %w", n.Name(), ctx.Err())
 		}
 	}
+}
+
+// servesAgain reports whether the restarted master at addr is the master
+// once more, after a failure no Sentinel promoted a replica for: every
+// running Sentinel names it, and every other data node is its replica
+// again, online.
+func (c *Sentinel) servesAgain(ctx context.Context, addr string, rdb *redis.Client) bool {
+	for _, s := range c.Sentinels {
+		if s.PID() == 0 {
+			continue
+		}
+		if a, err := c.sentinelMasterAddr(ctx, s.Addr()); err != nil || a != addr {
+			return false
+		}
+	}
+	reps, err := OnlineReplicas(ctx, rdb)
+	return err == nil && len(reps) == len(c.Data)-1
 }
 
 // MasterAddr asks the Sentinels, in order, for the master's address (the
