@@ -120,6 +120,7 @@ func dumpHistory(t *testing.T, h *history.History) {
 // and not, the lock sweep (exact pass alone, and as Check runs it) gives
 // porcupine's verdict wherever porcupine gives one.
 func TestLockSweepAgreesWithPorcupine(t *testing.T) {
+	t.Parallel()
 	chaos, gen, mutated := 4000, 2000, 2000
 	if testing.Short() || raceEnabled {
 		chaos, gen, mutated = 800, 300, 300

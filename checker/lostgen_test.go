@@ -20,6 +20,7 @@ import (
 // linearizable history), and the property never fails a history the truth
 // says is linearizable, and fails every one it says is not.
 func TestLostgenDifferential(t *testing.T) {
+	t.Parallel()
 	type shape struct {
 		name string
 		cfg  lostgen.Config

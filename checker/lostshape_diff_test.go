@@ -27,6 +27,7 @@ import (
 // it is known. The rules made for the shape must have decided something
 // (ruleCounts), or the test would not test them.
 func TestLostShapeAgreesWithPorcupine(t *testing.T) {
+	t.Parallel()
 	n := 300
 	if testing.Short() || raceEnabled {
 		n = 80

@@ -91,6 +91,7 @@ func TestSessionCause(t *testing.T) {
 // configurations use: compacting whenever the table has grown four times
 // the size of what is open changes nothing in what the sweep does.
 func TestReaderSetsCompaction(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(12) {
 		cfg := histgen.Config{Seed: seed, Clients: 3 + int(seed%3)*10, Ops: 3000, ReadWrite: true,
 			Lease: seed%2 == 0, Indeterminate: 0.02 * float64(seed%3), Reentrant: seed%4 >= 2}

@@ -200,6 +200,7 @@ func windowsSound(t *testing.T, what string, h *history.History, porc porcupine.
 // is one porcupine fails on its own; and it catches violations (it is not
 // vacuous).
 func TestWindowProofAgreesWithPorcupine(t *testing.T) {
+	t.Parallel()
 	n := 40
 	if testing.Short() || raceEnabled {
 		n = 12

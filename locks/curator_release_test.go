@@ -17,6 +17,7 @@ import (
 // { // ignore - already deleted (possibly expired session, etc.) }"), and
 // the lock's parent is a CONTAINER node (creatingParentContainersIfNeeded).
 func TestZKFollowsCuratorOnGoneNode(t *testing.T) {
+	t.Parallel()
 	cl := startEnsemble(t, "zk3")
 	admin, _, err := zk.Connect(cl.Addrs(), 5*time.Second, zk.WithLogInfo(false))
 	require.NoError(t, err)

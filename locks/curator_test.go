@@ -18,6 +18,7 @@ import (
 // The missing-node check comes first: an empty listing (our node gone with
 // an expired session) is a retry, never a grant.
 func TestSemaphoreStepFollowsCurator(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		kids []string

@@ -131,6 +131,7 @@ func keys(t *testing.T, cl *clientv3.Client, key string) []clientv3.LeaseID {
 // server states on a real etcd and asserts that they decide alike; the
 // pre-11456 variant decides as the client before that fix did.
 func TestEtcdSchemeFollowsConcurrencyMutex(t *testing.T) {
+	t.Parallel()
 	cl := startEnsemble(t, "etcd3")
 	addrs := cl.Addrs()
 	ec, err := clientv3.New(clientv3.Config{Endpoints: addrs, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})

@@ -8,6 +8,7 @@ import (
 )
 
 func TestGapStopsOnceAtItsPoint(t *testing.T) {
+	t.Parallel()
 	var hit []string
 	ctx := WithGap(context.Background(), PointAfterGet, func(p string) { hit = append(hit, p) })
 	Gap(ctx, PointAfterSetNX) // another point: nothing
@@ -20,6 +21,7 @@ func TestGapStopsOnceAtItsPoint(t *testing.T) {
 // Every point a scheme declares lies in an operation the worker has, and
 // names a known point.
 func TestSchemePoints(t *testing.T) {
+	t.Parallel()
 	known := map[string]string{PointAfterSetNX: "acquire", PointAfterCheck: "write", PointAfterGet: "release"}
 	for _, s := range Schemes {
 		for _, p := range s.Points {

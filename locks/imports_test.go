@@ -16,6 +16,7 @@ import (
 // the package (tests aside, which start real servers) imports clusters or
 // one of its subpackages.
 func TestNoClusterImports(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
 	fset := token.NewFileSet()

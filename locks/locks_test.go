@@ -50,6 +50,7 @@ func newLockOn(tb testing.TB, s locks.Scheme, addrs []string, client int, ttl ti
 // held, release by the holder, fencing tokens that grow, and what happens
 // after the lease ran out.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// One cluster per topology, started when a scheme first needs it and
 	// stopped when the whole test ends.
@@ -132,6 +133,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestDefiniteAndIndeterminateErrors(t *testing.T) {
+	t.Parallel()
 	cl := startRedis(t)
 	ctx := context.Background()
 	s, _ := locks.Lookup("redis-lua")
@@ -159,6 +161,7 @@ func TestDefiniteAndIndeterminateErrors(t *testing.T) {
 }
 
 func TestBlockingWaitsForRelease(t *testing.T) {
+	t.Parallel()
 	cl := startRedis(t)
 	ctx := context.Background()
 	s, _ := locks.Lookup("redis-lua")
@@ -182,6 +185,7 @@ func TestBlockingWaitsForRelease(t *testing.T) {
 }
 
 func TestRedlock(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		startRedis(t) // skips or fails as every server test does
 	}

@@ -13,6 +13,7 @@ import (
 // and a link to the source it follows; every variant names a scheme that
 // exists and differs from its default.
 func TestEverySchemeMirrorsSomething(t *testing.T) {
+	t.Parallel()
 	for _, s := range locks.Schemes {
 		t.Run(s.Name, func(t *testing.T) {
 			m, err := locks.MirrorOf(s.Name, nil)
@@ -39,6 +40,7 @@ func TestEverySchemeMirrorsSomething(t *testing.T) {
 }
 
 func TestMirrorOfRefusesUnknownVariant(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, scheme string
 		params       map[string]string

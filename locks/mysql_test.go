@@ -69,6 +69,7 @@ func requireOutcome(t *testing.T, err error, typ history.Type, reason string) {
 // The conformance test of locks_test.go, over the MySQL schemes: mutual
 // exclusion, release by the holder, growing fencing tokens, and the lease.
 func TestMySQLConformance(t *testing.T) {
+	t.Parallel()
 	cl := startMySQL(t, "mysql", nil)
 	ctx := context.Background()
 	require.NotEmpty(t, mysqlSchemes())
@@ -126,6 +127,7 @@ func TestMySQLConformance(t *testing.T) {
 // gone, and its next acquire works on a new connection. The lock tables do
 // not care about idle connections.
 func TestMySQLIdleConnectionDropped(t *testing.T) {
+	t.Parallel()
 	cl := startMySQL(t, "mysql", map[string]string{"wait_timeout": "1"})
 	ctx := context.Background()
 	for _, s := range mysqlSchemes() {
@@ -169,6 +171,7 @@ func TestMySQLIdleConnectionDropped(t *testing.T) {
 // server are definite; a frozen server after the request was sent is not.
 // A closed client (a crashed holder) frees the session locks.
 func TestMySQLErrors(t *testing.T) {
+	t.Parallel()
 	cl := startMySQL(t, "mysql", nil)
 	ctx := context.Background()
 	admin := adminDB(t, cl)
@@ -251,6 +254,7 @@ func adminDB(t *testing.T, cl clusters.Cluster) *sql.DB {
 // session is lost with the old primary whatever replication did; a lock
 // row survives if it reached the replica before the kill.
 func TestMySQLFailover(t *testing.T) {
+	t.Parallel()
 	cl := startMySQL(t, "mysql-replicated", nil)
 	fo := cl.(clusters.Failoverer)
 	ctx := context.Background()

@@ -84,6 +84,7 @@ func rawClient(tb testing.TB, addr string) *redis.Client {
 // Acquire twice, release twice: another client gets in only after the
 // second release; the nested acquire re-enters the same hold.
 func TestRedissonReentrant(t *testing.T) {
+	t.Parallel()
 	cl := startRedis(t)
 	ctx := context.Background()
 	s, _ := locks.Lookup("redisson")
@@ -136,6 +137,7 @@ func TestRedissonReentrant(t *testing.T) {
 // The watchdog keeps the lease past its TTL while the holder runs, and
 // stops renewing at the final release.
 func TestRedissonWatchdog(t *testing.T) {
+	t.Parallel()
 	cl := startRedis(t)
 	ctx := context.Background()
 	s, _ := locks.Lookup("redisson")
@@ -169,6 +171,7 @@ func TestRedissonWatchdog(t *testing.T) {
 // The watchdog lives in the holder's process: freeze the process and the
 // lease runs out within one TTL.
 func TestRedissonFrozenHolderLosesLease(t *testing.T) {
+	t.Parallel()
 	cl := startRedis(t)
 	ctx := context.Background()
 	s, _ := locks.Lookup("redisson")
@@ -218,6 +221,7 @@ func TestRedissonFrozenHolderLosesLease(t *testing.T) {
 // --wait: a blocked acquire wakes on the unlock message, or after the
 // lock's remaining time to live when nobody unlocks; it does not poll.
 func TestRedissonWaitWakesOnUnlock(t *testing.T) {
+	t.Parallel()
 	cl := startRedis(t)
 	ctx := context.Background()
 	s, _ := locks.Lookup("redisson")
@@ -263,6 +267,7 @@ func TestRedissonWaitWakesOnUnlock(t *testing.T) {
 // Through Sentinel: the client finds the master, and after the master
 // fails it follows the new one, which never saw the last grant.
 func TestSentinelFollowsNewMaster(t *testing.T) {
+	t.Parallel()
 	cl := startSentinel(t)
 	ctx := context.Background()
 	s, _ := locks.Lookup("redis-sentinel")

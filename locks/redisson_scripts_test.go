@@ -75,6 +75,7 @@ type redisState struct {
 // first one did); locktest sends each unlock once and has none, so every
 // step starts without a latch.
 func TestRedissonScriptsFollowRedissonLock(t *testing.T) {
+	t.Parallel()
 	cl := startRedis(t)
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: cl.Addrs()[0]})

@@ -18,6 +18,7 @@ import (
 // command failed through its retries: the lease runs out under a holder
 // that goes on believing.
 func TestRedissonWatchdogOnRenewalError(t *testing.T) {
+	t.Parallel()
 	cl := startRedis(t)
 	addr := cl.Addrs()[0]
 	admin := redis.NewClient(&redis.Options{Addr: addr})

@@ -18,6 +18,7 @@ import (
 // wall-clock variant's grows by the step (Redis's description; ports that
 // read Date.now() or currentTimeMillis).
 func TestRedlockValidityClock(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		startRedis(t) // skips or fails as every server test does
 	}

@@ -13,6 +13,7 @@ import (
 // when the queue is full), and the client believes its lock until the
 // event goroutine has delivered it.
 func TestZKStrictHearsThroughEventGoroutine(t *testing.T) {
+	t.Parallel()
 	s := &zkSession{closed: make(chan struct{}), events: make(chan zk.State, 1)}
 	s.lost.Store("")
 	queued := make(chan struct{})
@@ -42,6 +43,7 @@ func TestZKStrictHearsThroughEventGoroutine(t *testing.T) {
 }
 
 func TestZKLostBy(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		st   zk.State
 		want string

@@ -24,6 +24,7 @@ import (
 // with ErrNoNode and keeps the lock, Curator's counts it as released
 // (TestZKFollowsCuratorOnGoneNode); go-zookeeper has no try-lock and no timeout.
 func TestZKSchemeAgreesWithGoZookeeperLock(t *testing.T) {
+	t.Parallel()
 	cl := startEnsemble(t, "zk3")
 	ctx := context.Background()
 	const key = "golock"

@@ -50,6 +50,7 @@ func lookup(t *testing.T, name string) locks.Scheme {
 // ensembles: mutual exclusion, release, growing tokens, the lock freed when
 // the holder's session ends, blocking waits, reentrance.
 func TestZKEtcdConformance(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	clusters := map[string]clusters.Cluster{}
 	parent := t
@@ -117,6 +118,7 @@ func TestZKEtcdConformance(t *testing.T) {
 }
 
 func TestZKReadWrite(t *testing.T) {
+	t.Parallel()
 	cl := startEnsemble(t, "zk3")
 	ctx := context.Background()
 	s := lookup(t, "zk-rw")
@@ -147,6 +149,7 @@ func TestZKReadWrite(t *testing.T) {
 // zk-strict loses its lock when the ensemble goes silent for 2/3 of the
 // session timeout; zk keeps believing.
 func TestZKStrictLoses(t *testing.T) {
+	t.Parallel()
 	cl := startEnsemble(t, "zk3")
 	ctx := context.Background()
 	strict := newLockKey(t, lookup(t, "zk-strict"), cl.Addrs(), "strict", 1, 1500*time.Millisecond, false)
