@@ -28,5 +28,4 @@ fi
 # short ones (./... adds the rest) and no long package starts last. Not
 # -p 3: idle it saved ~2 minutes, but beside two CPU hogs it starved the
 # Sentinel, ZooKeeper and MariaDB cells (see docs/internals.md).
-go test -race -count=1 -timeout 20m ./harness/integration ./harness ./cmd/locktest ./checker ./locks \
-  ./clusters/local ./clusters/docker ./campaigns ./reports ./...
+go test -race -count=1 -timeout 20m ./harness/integration ./harness ./cmd/locktest ./checker ./locks ./clusters/local ./clusters/docker ./campaigns ./reports ./...
