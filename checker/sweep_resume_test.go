@@ -127,7 +127,7 @@ func TestResumeReproducesPass(t *testing.T) {
 // exact one) must agree with porcupine on every history, so it fails if
 // such a stop is taken for a failure.
 func TestResumedPassIsALinearization(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: it sets resumeEvery, which every sweep reads.
 	n := 300
 	if testing.Short() || raceEnabled {
 		n = 80
