@@ -359,6 +359,12 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		faults, struck, failed int
 		replicas               int  // kills of a replica (KilledReplica)
 		onClient               bool // aimed at one client
+		// sessionKills: kills of the server holding a session lock while a
+		// client held it (sessionKill) that struck nothing; killWait the
+		// least wait, after its holder let go, of the first grant after
+		// one (-1: none).
+		sessionKills int
+		killWait     int64
 	}
 	by := map[string]*tally{}
 	var byClient map[int][]Hold
@@ -371,7 +377,7 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 	for _, f := range h.Faults {
 		t := by[f.Name]
 		if t == nil {
-			t = &tally{}
+			t = &tally{killWait: -1}
 			by[f.Name] = t
 		}
 		t.faults++
@@ -384,6 +390,13 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		_, t.onClient = faultClient(f)
 		if struck(h, f, holds, byClient, slack) {
 			t.struck++
+		} else if sessionKill(h, f) {
+			if w, held, _ := killRegrant(h, f, holds); held {
+				t.sessionKills++
+				if w >= 0 && (t.killWait < 0 || w < t.killWait) {
+					t.killWait = w
+				}
+			}
 		}
 		if p, ok := h.Promotion(f); ok {
 			promotions = append(promotions, p.Time-f.Start)
@@ -430,6 +443,12 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 				came = "the promotions came " + span(slices.Min(promotions)) + " or more after the failures"
 			}
 			why = append(why, fmt.Sprintf("no failover promoted a replica while a client held the lock%s: %s; holds and leases longer than that (e.g. --ttl 6s --hold 3s..4s) let the failover matter", lease, came))
+		case t.sessionKills > 0:
+			came := "no client was granted the lock after it"
+			if t.killWait >= 0 {
+				came = "the first grant after it came " + span(t.killWait) + " after the holder let go"
+			}
+			why = append(why, fmt.Sprintf("no %s gave the lock away twice: the sessions holding the lock end with the server, and no other client was granted it by the restarted server while its holder still held it (%s); holds longer than the server's restart (e.g. --hold 5s..6s) let the kill matter", n, came))
 		case t.replicas == t.faults:
 			why = append(why, fmt.Sprintf("every %s took down a replica, never the primary whose sessions hold the lock", n))
 		case t.onClient:
@@ -487,6 +506,10 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 	if f.Name == "kill" && strings.HasSuffix(f.Detail, history.KilledReplica) {
 		return false // the lock lives on the primary, which went on serving
 	}
+	if sessionKill(h, f) {
+		_, _, regranted := killRegrant(h, f, holds)
+		return regranted
+	}
 	if slices.Contains(LinkFaults, f.Name) && strings.HasPrefix(f.Detail, history.AimInFlight) {
 		// Aimed at the acquire its client was sending (invoked just
 		// before the fault was recorded): it matters when that acquire
@@ -524,6 +547,43 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 		}
 	}
 	return false
+}
+
+// sessionKill reports whether f kills the server whose sessions hold a
+// lock that lives in a session and nowhere else (MySQL's FOR UPDATE and
+// GET_LOCK: Session without a Lease; a ZooKeeper or etcd session is a
+// lease the ensemble keeps, which outlives one server). Every session on
+// that server ends with it, and with them the lock, while its holder goes
+// on believing in it: the kill gives the lock away twice only when the
+// server is back and grants it to another client before that holder lets
+// go, as a failover does (failoverMissed). A kill with holds shorter than
+// the server's restart (MariaDB's takes seconds) cannot, and proves
+// nothing.
+func sessionKill(h *history.History, f history.Fault) bool {
+	return f.Name == "kill" && h.Info.Session && !h.Info.Lease && !strings.HasSuffix(f.Detail, history.KilledReplica)
+}
+
+// killRegrant says, for a sessionKill f, whether a client held the lock
+// at the kill, whether a client other than such a holder was granted the
+// lock after the kill, before that holder let go (regrantAfter), and
+// otherwise how long after the holder let go the first grant after the
+// kill came (-1: none came, or nobody held the lock at the kill).
+func killRegrant(h *history.History, f history.Fault, holds []Hold) (wait int64, held, regranted bool) {
+	wait = -1
+	for _, hd := range holds {
+		if hd.Start > f.Start || hd.End < f.Start {
+			continue
+		}
+		held = true
+		w, again := regrantAfter(h, hd, f.Start)
+		if again {
+			return 0, true, true
+		}
+		if w >= 0 && (wait < 0 || w < wait) {
+			wait = w
+		}
+	}
+	return wait, held, false
 }
 
 // Why a failover could not give the lock away twice (failoverMissed).

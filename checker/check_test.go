@@ -141,6 +141,23 @@ func TestVerdict(t *testing.T) {
 			b.faultWith("kill", "mysql-2", 2, 3, "SIGKILL, "+history.KilledReplica, "restarted")
 			b.cycles(12, 0)
 		}},
+		// A lock in a MySQL session ends with the server's sessions: a kill
+		// of that server matters only when the restarted server grants the
+		// lock to another client before the holder lets go.
+		{name: "a kill of the server holding a session lock, nobody granted before the holder let go", verdict: Inconclusive,
+			why: "no kill gave the lock away twice: the sessions holding the lock end with the server, and no other client was granted it by the restarted server while its holder still held it (the first grant after it came 6.0 ms after the holder let go)", build: func(b *hb) {
+				sessionKillCell(b, 45)
+			}},
+		{name: "a kill of the server holding a session lock, granted again while held", verdict: Unsafe, why: "double holder", build: func(b *hb) {
+			sessionKillCell(b, 35)
+		}},
+		// A ZooKeeper or etcd session is a lease the ensemble keeps: a
+		// kill of one server while the lock is held strikes, and the lock
+		// outliving it is evidence.
+		{name: "a kill of a server while a session lease is held", verdict: Safe, why: "1 fault while the lock was held: no anomaly", build: func(b *hb) {
+			b.info.Lease, b.info.Renews = true, true
+			sessionKillCell(b, 45)
+		}},
 		{name: "too few acquires", verdict: Inconclusive, why: "only 4 successful acquires (at least 10 needed)", build: func(b *hb) {
 			b.cycles(4, 0)
 		}},
@@ -321,6 +338,20 @@ func lostReply(b *hb, c int, start, end float64) {
 // replica promoted promote ms and the holder's release release ms after
 // it; during, if given, adds what else happens from the grant's time t on
 // (and may set b.note, the end of the promotion note).
+// sessionKillCell: a session lock (mysql-for-update), the server killed
+// (restarted 28 ms later) while client 1 holds it, released 38 ms after
+// the kill; client 2 then acquires at regrant ms after client 1's grant.
+func sessionKillCell(b *hb, regrant float64) {
+	b.info.Nemeses, b.info.Session = []string{"kill"}, true
+	t := b.cycles(6, 0)
+	b.acq(1, t, t+1, "f")
+	b.faultWith("kill", "mysql-1", t+2, t+30, "SIGKILL", "restarted")
+	b.rel(1, t+40, t+41, "f", history.OK, "f")
+	b.acq(2, t+regrant, t+regrant+1, "g")
+	b.rel(2, t+regrant+5, t+regrant+6, "g", history.OK, "g")
+	b.cycles(6, t+60)
+}
+
 func failoverCells(b *hb, promote, release float64, relType history.Type, during ...func(b *hb, t float64)) {
 	b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
 	t := b.cycles(6, 0)
