@@ -253,10 +253,14 @@ func plan(c *Config, columns []string, env Environment) (*reports.Campaign, erro
 				if topology == "" {
 					topology = s.Topology
 				}
-				if sz, ok := harness.FaultSizing(clusters.BackendName(camp.Cluster), topology, strings.Split(cell.Nemesis, ",")); ok {
-					cell.TTLNs, cell.Hold = int64(sz.TTL), fmt.Sprintf("%s..%s", sz.Hold.Min, sz.Hold.Max)
+				if sz, ok := harness.FaultSizing(clusters.BackendName(camp.Cluster), topology, strings.Split(cell.Nemesis, ","), s.Traits); ok {
+					cell.Hold = fmt.Sprintf("%s..%s", sz.Hold.Min, sz.Hold.Max)
 					cell.TimeLimitNs = max(cell.TimeLimitNs, int64(sz.TimeLimit))
-					cell.Sizing = fmt.Sprintf("ttl %s, hold %s, at least %s (%s)", sz.TTL, cell.Hold, sz.TimeLimit, sz.Why)
+					cell.Sizing = fmt.Sprintf("hold %s, at least %s (%s)", cell.Hold, sz.TimeLimit, sz.Why)
+					if sz.TTL > 0 {
+						cell.TTLNs = int64(sz.TTL)
+						cell.Sizing = fmt.Sprintf("ttl %s, %s", sz.TTL, cell.Sizing)
+					}
 				}
 			}
 			if cell.Expect != "" {

@@ -448,7 +448,7 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 			if t.killWait >= 0 {
 				came = "the first grant after it came " + span(t.killWait) + " after the holder let go"
 			}
-			why = append(why, fmt.Sprintf("no %s gave the lock away twice: the sessions holding the lock end with the server, and no other client was granted it by the restarted server while its holder still held it (%s); holds longer than the server's restart (e.g. --hold 5s..6s) let the kill matter", n, came))
+			why = append(why, fmt.Sprintf("no %s gave the lock away twice: the sessions holding the lock end with the server, and no other client was granted it by the restarted server while its holder still held it (%s); holds longer than the server's restart (e.g. --hold 2s..3s) let the kill matter", n, came))
 		case t.replicas == t.faults:
 			why = append(why, fmt.Sprintf("every %s took down a replica, never the primary whose sessions hold the lock", n))
 		case t.onClient:

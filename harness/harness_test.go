@@ -15,6 +15,7 @@ import (
 	"github.com/locktest/locktest/clusters"
 	"github.com/locktest/locktest/clusters/netns"
 	"github.com/locktest/locktest/history"
+	"github.com/locktest/locktest/locks"
 )
 
 // The acceptance cells of the foundation, each against a real redis-server.
@@ -247,17 +248,35 @@ func isRedis(pid int) bool {
 // it: Sentinel's failover everywhere, MariaDB's on containers only (it
 // promotes within milliseconds on the local backend).
 func TestFaultSizing(t *testing.T) {
-	sz, ok := FaultSizing("local", "redis-sentinel", []string{"failover"})
+	traits := func(lock string) history.Traits {
+		s, ok := locks.Lookup(lock)
+		require.True(t, ok, lock)
+		return s.Traits
+	}
+	sz, ok := FaultSizing("local", "redis-sentinel", []string{"failover"}, traits("redis-sentinel"))
 	require.True(t, ok)
 	require.Greater(t, sz.Hold.Min, 2300*time.Millisecond, "holds outlive the promotion")
 	require.Greater(t, sz.TTL, sz.Hold.Max, "the lease outlives the holds")
-	_, ok = FaultSizing("local", "mysql-replicated", []string{"failover"})
+	_, ok = FaultSizing("local", "mysql-replicated", []string{"failover"}, traits("mysql-for-update"))
 	require.False(t, ok)
-	sz, ok = FaultSizing("docker", "mysql-replicated", []string{"failover"})
+	sz, ok = FaultSizing("docker", "mysql-replicated", []string{"failover"}, traits("mysql-for-update"))
 	require.True(t, ok)
 	require.Greater(t, sz.TTL, sz.Hold.Max)
-	_, ok = FaultSizing("local", "redis-sentinel", []string{"pause"})
+	_, ok = FaultSizing("local", "redis-sentinel", []string{"pause"}, traits("redis-sentinel"))
 	require.False(t, ok)
+	// A kill of the server holding a session lock: the holds outlive
+	// MariaDB's restart (0.5-1.5 s); the lease, which it has none of, and
+	// a lock in rows, which survives the kill, are left alone.
+	for _, lock := range []string{"mysql-for-update", "mysql-get-lock"} {
+		sz, ok = FaultSizing("local", "mysql", []string{"kill"}, traits(lock))
+		require.True(t, ok, lock)
+		require.GreaterOrEqual(t, sz.Hold.Min, 2*time.Second, lock)
+		require.Zero(t, sz.TTL, lock)
+	}
+	for _, lock := range []string{"mysql-unique", "zk", "etcd", "redis-lua"} {
+		_, ok = FaultSizing("local", "mysql", []string{"kill"}, traits(lock))
+		require.False(t, ok, lock)
+	}
 }
 
 // A --client-cmd run's own points are known only once it runs, but the

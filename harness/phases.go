@@ -118,10 +118,14 @@ func (r *run) prepare() error {
 		r.out = os.Stdout
 	}
 	if o.SizeForFaults {
-		if sz, ok := FaultSizing(p.Backend.Name, p.Topology, p.Names); ok {
-			o.TTL, o.Hold = sz.TTL, sz.Hold
-			r.sized = fmt.Sprintf("sized for %s on %s: --ttl %s --hold %s..%s (%s; set --ttl or --hold to choose)",
-				strings.Join(p.Names, ","), p.Topology, sz.TTL, sz.Hold.Min, sz.Hold.Max, sz.Why)
+		if sz, ok := FaultSizing(p.Backend.Name, p.Topology, p.Names, p.Scheme.Traits); ok {
+			ttl := ""
+			if sz.TTL > 0 {
+				o.TTL, ttl = sz.TTL, fmt.Sprintf("--ttl %s ", sz.TTL)
+			}
+			o.Hold = sz.Hold
+			r.sized = fmt.Sprintf("sized for %s on %s: %s--hold %s..%s (%s; set --ttl or --hold to choose)",
+				strings.Join(p.Names, ","), p.Topology, ttl, sz.Hold.Min, sz.Hold.Max, sz.Why)
 		}
 	}
 	r.started = time.Now()
