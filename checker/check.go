@@ -425,9 +425,7 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 			why = append(why, fmt.Sprintf("every %s fault failed to take effect (see the fault table)", n))
 		case n == "failover" && len(promotions) == 0:
 			w := "no failover promoted a replica"
-			if slices.ContainsFunc(h.Events, func(e history.Event) bool {
-				return e.Type == history.Note && strings.HasPrefix(e.Detail, history.FailoverFailed)
-			}) {
+			if slices.ContainsFunc(h.Faults, func(f history.Fault) bool { _, ok := h.NoPromotion(f); return ok }) {
 				w += " (the topology promoted none: the fault table says how its servers stood)"
 			}
 			why = append(why, w)
@@ -549,10 +547,12 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 	return false
 }
 
-// sessionKill reports whether f kills the server whose sessions hold a
-// lock that lives in a session and nowhere else (MySQL's FOR UPDATE and
-// GET_LOCK: Session without a Lease; a ZooKeeper or etcd session is a
-// lease the ensemble keeps, which outlives one server). Every session on
+// sessionKill reports whether f (not failed) kills the server whose
+// sessions hold a lock that lives in a session nobody renews elsewhere
+// (MySQL's FOR UPDATE and GET_LOCK, on the one server or the primary: as
+// sessionCut says, where the lock model frees the lock; a ZooKeeper or
+// etcd session is a lease the ensemble keeps and renews, which outlives
+// one server). Every session on
 // that server ends with it, and with them the lock, while its holder goes
 // on believing in it: the kill gives the lock away twice only when the
 // server is back and grants it to another client before that holder lets
@@ -560,7 +560,7 @@ func struck(h *history.History, f history.Fault, holds []Hold, byClient map[int]
 // the server's restart (MariaDB's takes seconds) cannot, and proves
 // nothing.
 func sessionKill(h *history.History, f history.Fault) bool {
-	return f.Name == "kill" && h.Info.Session && !h.Info.Lease && !strings.HasSuffix(f.Detail, history.KilledReplica)
+	return f.Name == "kill" && sessionCut(h.Info, f) // the lock model frees the lock there too
 }
 
 // killRegrant says, for a sessionKill f, whether a client held the lock

@@ -100,7 +100,10 @@ func TestVerdict(t *testing.T) {
 				b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
 				t := b.cycles(6, 0)
 				b.acq(1, t, t+1, "f")
-				b.faultWith("failover", "primary", t+2, t+60, "", history.FailoverFailed+"no sentinel named a new master within 30s")
+				b.fault++
+				b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+				b.add(t+60, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1,
+					Detail: history.FailoverFailed + "no sentinel named a new master within 30s"})
 				b.add(t+40, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverFailed + "no sentinel named a new master within 30s"})
 				b.rel(1, t+50, t+51, "f", history.OK, "f")
 				b.cycles(6, t+70)

@@ -77,6 +77,21 @@ func (h *History) Promotion(f Fault) (Event, bool) {
 	return Event{}, false
 }
 
+// NoPromotion returns the FailoverFailed note of failover fault f: the
+// primary failed and the topology promoted no replica.
+func (h *History) NoPromotion(f Fault) (Event, bool) {
+	if f.Name != "failover" {
+		return Event{}, false
+	}
+	for i := range h.Events {
+		e := &h.Events[i]
+		if e.Type == Note && e.Time >= f.Start && e.Time <= f.End && e.Client == f.Client && strings.HasPrefix(e.Detail, FailoverFailed) {
+			return *e, true
+		}
+	}
+	return Event{}, false
+}
+
 // Op is what a client operation does.
 type Op string
 

@@ -262,9 +262,9 @@ func (f *failoverRun) failover(client int, end func(string), down, cool time.Dur
 		// note); the run goes on once the old primary is back.
 		line = history.FailoverFailed + err.Error()
 		f.env.Recorder.Record(history.Event{Type: history.Note, Client: client, Detail: line}, nil)
-		back = "restarted and is the primary again"
+		back = "restarted and rejoined the topology"
 		if f.mode == FailoverIsolate {
-			back = "healed and is the primary again"
+			back = "healed and rejoined the topology"
 		}
 	} else if err != nil {
 		end(history.FailoverFailed + err.Error())

@@ -131,6 +131,8 @@ func buildRun(h *history.History, r *checker.Result) runView {
 		}
 		if p, ok := h.Promotion(f); ok {
 			row.Detail += fmt.Sprintf("; promoted at %s s: %s", secs(p.Time, 2), strings.TrimPrefix(p.Detail, history.FailoverNote))
+		} else if n, ok := h.NoPromotion(f); ok {
+			row.Detail += fmt.Sprintf("; at %s s, %s", secs(n.Time, 2), n.Detail)
 		}
 		v.Faults = append(v.Faults, row)
 	}

@@ -575,7 +575,7 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("rejoin %s: not a replica in sync within %s", n.Name(), rejoinLimit)
+			return fmt.Errorf("rejoin %s: not a replica in sync (nor, no replica promoted, the master again with every replica online) within %s", n.Name(), rejoinLimit)
 		}
 		if !sleep.For(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("rejoin %s: restarted, not yet demoted: %w", n.Name(), ctx.Err())
