@@ -28,7 +28,10 @@ func TestCheckDirContextInterrupted(t *testing.T) {
 	start := time.Now()
 	res, err := CheckDirContext(ctx, dir, nil, true)
 	require.NoError(t, err)
-	require.Less(t, time.Since(start), time.Second)
+	// Every property below says interrupted: the search never ran. The
+	// bound only catches a check that does not stop (the load, check and
+	// write of 2,000 operations took 1.2 s under -race beside two CPU hogs).
+	require.Less(t, time.Since(start), 10*time.Second)
 	require.True(t, res.CheckInterrupted)
 	require.NotEqual(t, checker.Safe, res.Verdict)
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))

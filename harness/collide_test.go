@@ -29,11 +29,12 @@ func TestServerFaultsTakeTurns(t *testing.T) {
 			o.Cluster, o.Images = cluster, dockerImages(cluster)
 			o.TimeLimit = 10 * time.Second
 			slot(t, 3*o.TimeLimit)
-			// Both kinds must strike for the turns to be tested. A fault
-			// waits for a grant and for the other's turn: on a busy
-			// machine 10 s may see one kind only (beside two CPU hogs: 1
-			// kill, no pause), so such a run is followed by one twice as
-			// long, which must see both.
+			// Both kinds must strike, or one find the server taken by the
+			// other, for the turns to be tested. A fault waits for a
+			// grant and for the other's turn: on a busy machine 10 s may
+			// see one kind only (beside two CPU hogs: 1 kill, no pause),
+			// so such a run is followed by one twice as long, which must
+			// test them.
 			for attempt := 1; ; attempt++ {
 				out, err := Run(context.Background(), o)
 				require.NoError(t, err)
@@ -82,10 +83,13 @@ func assertTurns(t *testing.T, h *history.History, last bool) bool {
 		}
 	}
 	t.Logf("faults %v, %d turns skipped, %d waited for", names, skips, waits)
-	if !last && (names["pause-server"] == 0 || names["kill"] == 0) {
-		return false
+	// The turns were tested when both kinds struck (and never overlapped),
+	// or when one kind found the server taken by the other and said so (a
+	// skip or a wait: beside two CPU hogs a docker run of 20 s saw 1 kill
+	// and the pause-server turn it skipped).
+	if both := names["pause-server"] > 0 && names["kill"] > 0; both || skips+waits > 0 {
+		return true
 	}
-	require.Positive(t, names["pause-server"])
-	require.Positive(t, names["kill"])
-	return true
+	require.False(t, last, "neither both kinds of server fault (%v) nor a turn skipped or waited for", names)
+	return false
 }
