@@ -64,7 +64,12 @@ func TestSentinelNetCells(t *testing.T) {
 					return
 				}
 				require.Equal(t, checker.Unsafe, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
-				require.Positive(t, found[string(checker.KindDoubleHolder)], "want a double holder; got %v", found)
+				// The lost grant shows as a double holder, or, when the
+				// holder let go before another client was granted (beside
+				// two CPU hogs), as a history no order of the operations
+				// explains (its release finds the lock gone).
+				require.Positive(t, found[string(checker.KindDoubleHolder)]+found[string(checker.KindNonLinearizable)],
+					"want a double holder or a non-linearizable history; got %v", found)
 				require.Contains(t, end, "isolated (every packet in or out of it dropped)")
 				require.Contains(t, end, "came back with its stale data and rejoined as a replica")
 				if d, ok := firstAfter(h, r, "failover", string(checker.KindDoubleHolder)); ok {
