@@ -64,28 +64,21 @@ const (
 // Promotion returns the note that the failover fault f recorded when its
 // replica was promoted (its Time is when), ok false when f is no failover
 // or never promoted one.
-func (h *History) Promotion(f Fault) (Event, bool) {
-	if f.Name != "failover" {
-		return Event{}, false
-	}
-	for i := range h.Events {
-		e := &h.Events[i]
-		if e.Type == Note && e.Time >= f.Start && e.Time <= f.End && e.Client == f.Client && strings.HasPrefix(e.Detail, FailoverNote) {
-			return *e, true
-		}
-	}
-	return Event{}, false
-}
+func (h *History) Promotion(f Fault) (Event, bool) { return h.failoverNote(f, FailoverNote) }
 
 // NoPromotion returns the FailoverFailed note of failover fault f: the
 // primary failed and the topology promoted no replica.
-func (h *History) NoPromotion(f Fault) (Event, bool) {
+func (h *History) NoPromotion(f Fault) (Event, bool) { return h.failoverNote(f, FailoverFailed) }
+
+// failoverNote returns the note of failover fault f (recorded during it,
+// for its client) whose Detail starts with prefix.
+func (h *History) failoverNote(f Fault, prefix string) (Event, bool) {
 	if f.Name != "failover" {
 		return Event{}, false
 	}
 	for i := range h.Events {
 		e := &h.Events[i]
-		if e.Type == Note && e.Time >= f.Start && e.Time <= f.End && e.Client == f.Client && strings.HasPrefix(e.Detail, FailoverFailed) {
+		if e.Type == Note && e.Time >= f.Start && e.Time <= f.End && e.Client == f.Client && strings.HasPrefix(e.Detail, prefix) {
 			return *e, true
 		}
 	}
