@@ -108,6 +108,24 @@ func TestVerdict(t *testing.T) {
 				b.rel(1, t+50, t+51, "f", history.OK, "f")
 				b.cycles(6, t+70)
 			}},
+		// The topology promoted a replica after the failover stopped
+		// waiting (a late promotion note after the failed one): the
+		// failover is judged by that promotion, not as one that promoted
+		// none.
+		{name: "a failover the topology promoted late", verdict: Inconclusive,
+			why: "no failover's promoted replica granted the lock while a holder whose lock the failover lost still held it: the first grant after the promotion came 21.0 ms after the holder let go", build: func(b *hb) {
+				b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
+				t := b.cycles(6, 0)
+				b.acq(1, t, t+1, "f")
+				b.fault++
+				b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+				b.add(t+60, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1,
+					Detail: history.FailoverFailed + "no sentinel named a new master within 30s; the old primary rejoined as a replica"})
+				b.add(t+40, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverFailed + "no sentinel named a new master within 30s"})
+				b.add(t+42, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverNote + "sentinels named redis-2 the master after FailPrimary stopped waiting for a promotion"})
+				b.rel(1, t+50, t+51, "f", history.OK, "f")
+				b.cycles(6, t+70)
+			}},
 		// mysql-replicated: the promotion note says whether the promoted
 		// replica had every write the primary had committed. A lock in
 		// rows survives a failover that lost none; one in a session never

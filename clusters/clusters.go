@@ -62,6 +62,14 @@ type Failoverer interface {
 // Rejoin brings the old primary back as the primary.
 var ErrNoPromotion = errors.New("the topology promoted no replica")
 
+// LatePromoter is a Failoverer that can tell, after FailPrimary returned
+// ErrNoPromotion, that the topology promoted a replica after all, past the
+// limit (before or during Rejoin): LatePromotion says so once, with a line
+// naming the new primary.
+type LatePromoter interface {
+	LatePromotion(ctx context.Context) (string, bool)
+}
+
 // Lagger is a Failoverer whose replica can be made to fall behind, and
 // that says what each promotion lost (mysql-replicated). The failover
 // fault holds the replica back just before the grant it strikes after, so

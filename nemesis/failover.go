@@ -29,7 +29,9 @@ const failoverLimit = 60 * time.Second
 // failover the topology does not finish (clusters.ErrNoPromotion: the
 // primary failed, no replica was promoted) ends the fault without a
 // promotion note once the old primary is the primary again, and the run
-// goes on (its verdict says no failover promoted a replica).
+// goes on (its verdict says no failover promoted a replica); when the
+// topology promotes a replica after all (clusters.LatePromoter, asked
+// before and after the rejoin), a promotion note records it when seen.
 //
 // On a topology whose replica can be held back (a clusters.Lagger:
 // mysql-replicated), the grant is one the replica has received but not
@@ -283,6 +285,10 @@ func (f *failoverRun) failover(client int, end func(string), down, cool time.Dur
 	// Down for a while, even when the run is ending: the cluster is whole
 	// again before Run returns.
 	sleep.For(f.ctx, down)
+	unpromoted := errors.Is(err, clusters.ErrNoPromotion)
+	if unpromoted && f.late(client) {
+		unpromoted, back = false, f.back
+	}
 	rctx, cancel := context.WithTimeout(context.Background(), failoverLimit)
 	err = f.fo.Rejoin(rctx)
 	cancel()
@@ -291,11 +297,33 @@ func (f *failoverRun) failover(client int, end func(string), down, cool time.Dur
 		f.fail(fmt.Errorf("rejoin: %w", err))
 		return
 	}
+	if unpromoted && f.late(client) {
+		back = f.back
+	}
 	end(line + "; the old primary " + back)
 	f.mu.Lock()
 	f.busy = false
 	f.next = time.Now().Add(cool)
 	f.mu.Unlock()
+}
+
+// late records the promotion of a failover whose FailPrimary gave up
+// waiting for one (clusters.ErrNoPromotion) when the topology has promoted
+// a replica since (clusters.LatePromoter): a promotion note, timed when it
+// was seen (the promotion came earlier), so that the checker and the
+// report treat the failover as the one that promoted a replica it was.
+func (f *failoverRun) late(client int) bool {
+	lp, ok := f.fo.(clusters.LatePromoter)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	line, ok := lp.LatePromotion(ctx)
+	cancel()
+	if ok {
+		f.env.Recorder.Record(history.Event{Type: history.Note, Client: client, Detail: history.FailoverNote + line}, nil)
+	}
+	return ok
 }
 
 // fail keeps the first error; busy stays set: no more failovers on a

@@ -26,6 +26,18 @@ func needSentinel(t *testing.T) {
 	testenv.Require(t, clusters.Check("redis-sentinel"))
 }
 
+// startSentinel starts a redis-sentinel topology of the test's own, outside
+// any network namespace, stopped when the test ends; its first data node
+// is the master.
+func startSentinel(t *testing.T) *sentinelCluster {
+	t.Helper()
+	ctx := context.Background()
+	cl, err := Backend{}.Start(ctx, clusters.Spec{Topology: "redis-sentinel", Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cl.Stop(ctx)) })
+	return cl.(*sentinelCluster)
+}
+
 // The topology comes up whole, FailPrimary loses a grant that only the
 // master had and gets a replica promoted, Rejoin makes the old master a
 // replica again, and Stop leaves nothing running.
@@ -243,11 +255,8 @@ func TestSentinelFailPrimaryWithoutGrant(t *testing.T) {
 	needSentinel(t)
 	t.Parallel()
 	ctx := context.Background()
-	cl, err := Backend{}.Start(ctx, clusters.Spec{Topology: "redis-sentinel", Dir: t.TempDir()})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, cl.Stop(ctx)) }()
-	f, ok := cl.(clusters.Failoverer)
-	require.True(t, ok)
+	cl := startSentinel(t)
+	var f clusters.Failoverer = cl
 	start := time.Now()
 	detail, err := f.FailPrimary(ctx)
 	require.NoError(t, err)
@@ -267,10 +276,7 @@ func TestSentinelFailPrimaryNoPromotion(t *testing.T) {
 	needSentinel(t)
 	t.Parallel()
 	ctx := context.Background()
-	cl, err := Backend{}.Start(ctx, clusters.Spec{Topology: "redis-sentinel", Dir: t.TempDir()})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, cl.Stop(ctx)) }()
-	sc := cl.(*sentinelCluster)
+	sc := startSentinel(t)
 	sc.PromotionLimit = 4 * time.Second
 	for _, n := range sc.data[1:] {
 		rdb := recipe.AdminClient(n.Addr())
@@ -291,7 +297,7 @@ func TestSentinelFailPrimaryNoPromotion(t *testing.T) {
 		return true
 	}, 25*time.Second, 200*time.Millisecond)
 
-	_, err = sc.FailPrimary(ctx)
+	_, err := sc.FailPrimary(ctx)
 	require.ErrorIs(t, err, clusters.ErrNoPromotion)
 	t.Log(err)
 	require.Contains(t, err.Error(), "no sentinel named a new master within 4s")
@@ -305,4 +311,57 @@ func TestSentinelFailPrimaryNoPromotion(t *testing.T) {
 	reps, err := recipe.OnlineReplicas(ctx, rdb)
 	require.NoError(t, err)
 	require.Len(t, reps, 2)
+}
+
+// A promotion that comes after FailPrimary stopped waiting for one
+// (Sentinel finishing its failover past the limit, as on a starved
+// machine): FailPrimary returns ErrNoPromotion, LatePromotion then names
+// the replica the Sentinels promoted, once, and Rejoin makes the old
+// master its replica.
+func TestSentinelLatePromotion(t *testing.T) {
+	needSentinel(t)
+	t.Parallel()
+	ctx := context.Background()
+	sc := startSentinel(t)
+	sc.PromotionLimit = 200 * time.Millisecond // Sentinel takes about 2.3 s
+	// A lease granted on the master alone, after the cut, so that
+	// FailPrimary kills it without waiting for one.
+	master := recipe.AdminClient(sc.data[0].Addr())
+	defer master.Close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			_ = master.Set(ctx, "locktest:lock", fmt.Sprint(i), 20*time.Second).Err()
+		}
+	}()
+	_, err := sc.FailPrimary(ctx)
+	close(stop)
+	wg.Wait()
+	require.ErrorIs(t, err, clusters.ErrNoPromotion)
+	require.Contains(t, err.Error(), "granted on it alone")
+
+	var line string
+	require.Eventually(t, func() bool {
+		var ok bool
+		line, ok = sc.LatePromotion(ctx)
+		return ok
+	}, 25*time.Second, 100*time.Millisecond, "the Sentinels promote a replica after all")
+	t.Log(line)
+	require.Contains(t, line, "a late promotion")
+	require.True(t, strings.Contains(line, sc.data[1].Addr()) || strings.Contains(line, sc.data[2].Addr()), "a replica is named: %s", line)
+	_, again := sc.LatePromotion(ctx)
+	require.False(t, again, "said once")
+
+	require.NoError(t, sc.Rejoin(ctx))
+	info, err := master.Info(ctx, "replication").Result()
+	require.NoError(t, err)
+	require.Equal(t, "slave", recipe.InfoFields(info)["role"], "the old master is a replica of the promoted one")
 }

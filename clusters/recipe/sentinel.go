@@ -164,14 +164,19 @@ type Sentinel struct {
 
 	fmu    sync.Mutex    // one FailPrimary or Rejoin at a time
 	failed clusters.Node // the master FailPrimary killed or isolated, until Rejoin
+	// unpromoted is the address of the master the last FailPrimary failed
+	// with no promotion (clusters.ErrNoPromotion), until LatePromotion
+	// sees a new master named or the next FailPrimary.
+	unpromoted string
 	// heal ends the isolation of failed (IsolatePrimary); nil after a kill.
 	heal func(context.Context) error
 }
 
 var (
-	_ clusters.Failoverer = (*Sentinel)(nil)
-	_ clusters.Isolator   = (*Sentinel)(nil)
-	_ clusters.Grouped    = (*Sentinel)(nil)
+	_ clusters.Failoverer   = (*Sentinel)(nil)
+	_ clusters.LatePromoter = (*Sentinel)(nil)
+	_ clusters.Isolator     = (*Sentinel)(nil)
+	_ clusters.Grouped      = (*Sentinel)(nil)
 )
 
 // ServerGroups returns the data nodes and the Sentinels, apart: a split
@@ -298,6 +303,7 @@ func (c *Sentinel) IsolatePrimary(ctx context.Context) (string, error) {
 func (c *Sentinel) failPrimary(ctx context.Context, isolate bool) (string, error) {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
+	c.unpromoted = ""
 	oldAddr, err := c.masterAddr(ctx)
 	if err != nil {
 		return "", err
@@ -375,6 +381,9 @@ func (c *Sentinel) failPrimary(ctx context.Context, isolate bool) (string, error
 				// Not ErrNoPromotion: the topology is broken.
 				return "", fmt.Errorf("%s %s (%s): %v; %w", old.Name(), done, lost, err, herr)
 			}
+		}
+		if errors.Is(err, clusters.ErrNoPromotion) {
+			c.unpromoted = oldAddr // a late promotion is still possible
 		}
 		return "", fmt.Errorf("%s %s (%s): %w", old.Name(), done, lost, err)
 	}
@@ -581,6 +590,30 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 			return fmt.Errorf("rejoin %s: restarted, not yet demoted: %w", n.Name(), ctx.Err())
 		}
 	}
+}
+
+// LatePromotion says whether the Sentinels have named a new master since
+// the last FailPrimary gave up waiting for one (clusters.ErrNoPromotion):
+// Sentinel finishing its failover past the limit, on a starved machine.
+// It says so once, with a line naming the new master; after Rejoin found
+// the old master the master again it says nothing.
+func (c *Sentinel) LatePromotion(ctx context.Context) (string, bool) {
+	c.fmu.Lock()
+	defer c.fmu.Unlock()
+	if c.unpromoted == "" {
+		return "", false
+	}
+	addr, err := c.masterAddr(ctx)
+	if err != nil || addr == c.unpromoted {
+		return "", false
+	}
+	old := c.unpromoted
+	c.unpromoted = ""
+	name := addr
+	if n := c.dataNode(addr); n != nil {
+		name = fmt.Sprintf("%s (%s)", n.Name(), addr)
+	}
+	return fmt.Sprintf("sentinels named %s the master after FailPrimary stopped waiting for a promotion (the failed master was %s): a late promotion, seen when this was recorded (it came earlier)", name, old), true
 }
 
 // servesAgain reports whether the restarted master at addr is the master
