@@ -59,12 +59,11 @@ func TestRunCells(t *testing.T) {
 			o := baseOptions(t, tc.lock, tc.nemesis, int64(100+i))
 			o.Fence, o.Params = tc.fence, tc.params
 			slot(t, o.TimeLimit)
-			out, err := Run(context.Background(), o)
-			require.NoError(t, err)
+			out, _, verdict, want := runCell(t, o, tc.verdict, tc.want)
 			r := out.Result
 			found := kinds(r, "")
-			require.Equal(t, tc.verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
-			for _, k := range tc.want {
+			require.Equal(t, verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
+			for _, k := range want {
 				require.Positive(t, found[k], "want a %s anomaly; got %v", k, found)
 			}
 			for _, k := range tc.absent {

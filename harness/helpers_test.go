@@ -28,6 +28,7 @@ var (
 	failoverShape     = harnesstest.FailoverShape
 	kinds             = harnesstest.Kinds
 	missedFailover    = harnesstest.MissedFailover
+	runCell           = harnesstest.RunCell
 	assertNothingLeft = harnesstest.AssertNothingLeft
 	alive             = harnesstest.Alive
 	readFile          = harnesstest.ReadFile

@@ -1,7 +1,6 @@
 package harness_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -83,15 +82,11 @@ func TestRedisMultiCells(t *testing.T) {
 				slot(t, o.TimeLimit)
 			}
 			start := time.Now()
-			out, err := Run(context.Background(), o)
-			require.NoError(t, err)
+			out, h, verdict, want := runCell(t, o, tc.verdict, tc.want)
 			r := out.Result
 			found := kinds(r, "")
 			t.Logf("%s in %s: %s; anomalies %v", r.Verdict, time.Since(start).Round(time.Millisecond), r.Why, found)
-			verdict, want := tc.verdict, tc.want
 			if tc.nemesis == "failover" && verdict == checker.Unsafe {
-				h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
-				require.NoError(t, err)
 				if missedFailover(r, h, o.TTL) {
 					t.Logf("the recorded history shows no failover could give the lock away twice (a busy machine: a late promotion, or no grant before the holder let go): inconclusive is the verdict this run earned")
 					verdict, want = checker.Inconclusive, nil
@@ -117,8 +112,6 @@ func TestRedisMultiCells(t *testing.T) {
 				}
 			}
 			if tc.nemesis == "failover" {
-				h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
-				require.NoError(t, err)
 				if d, ok := firstAfter(h, r, "failover", string(checker.KindDoubleHolder)); ok {
 					t.Logf("first double holder %s after the failover began", d.Round(time.Millisecond))
 				}

@@ -274,3 +274,70 @@ func ReadFile(t *testing.T, path string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// NotLanded reports whether r is the inconclusive verdict of a run whose
+// faults did not land where they could matter, as its history shows: the
+// checker's reason is that nemesis never injected a fault (and h holds
+// none of it), or that none of its faults started while a client (or its
+// client) held the lock. Such a run says nothing about the lock: on a busy
+// machine a fault aimed at a moment (a grant whose reply it drops, a
+// replica held back before a grant) can miss it every time in a short run.
+func NotLanded(r checker.Result, h *history.History, nemesis string) bool {
+	if r.Verdict != checker.Inconclusive {
+		return false
+	}
+	if strings.Contains(r.Why, fmt.Sprintf("nemesis %s never injected a fault", nemesis)) {
+		for _, f := range h.Faults {
+			if f.Name == nemesis {
+				return false
+			}
+		}
+		return true
+	}
+	return strings.Contains(r.Why, fmt.Sprintf("no %s fault started while", nemesis))
+}
+
+// RunLanded runs o and loads its history. When the run's faults did not
+// land (NotLanded), it runs once more with another seed (logged): a cell
+// that expects its fault to find a hole gets a second chance on a busy
+// machine. landed is false when the second run's faults missed too: the
+// cell then accepts that run's inconclusive verdict, never a safe one.
+func RunLanded(t *testing.T, o harness.Options) (out *harness.Outcome, h *history.History, landed bool) {
+	t.Helper()
+	for try := 0; ; try++ {
+		var err error
+		out, err = harness.Run(context.Background(), o)
+		require.NoError(t, err)
+		h, err = history.Load(filepath.Join(out.Dir, "history.jsonl"))
+		require.NoError(t, err)
+		if !NotLanded(out.Result, h, o.Nemesis) {
+			return out, h, true
+		}
+		if try == 1 {
+			t.Logf("the faults of seed %d did not land either (%s): inconclusive is the verdict these runs earned", o.Seed, out.Result.Why)
+			return out, h, false
+		}
+		t.Logf("the faults of seed %d did not land (%s, a busy machine): once more with seed %d", o.Seed, out.Result.Why, o.Seed+1000)
+		o.Seed += 1000
+	}
+}
+
+// RunCell runs a cell that expects verdict with anomalies of the kinds in
+// want, and loads its history. A cell that expects unsafe runs through
+// RunLanded; when its faults did not land twice, the verdict it then
+// expects is inconclusive, with no anomaly (never safe).
+func RunCell(t *testing.T, o harness.Options, verdict checker.Verdict, want []string) (*harness.Outcome, *history.History, checker.Verdict, []string) {
+	t.Helper()
+	if verdict == checker.Unsafe {
+		out, h, landed := RunLanded(t, o)
+		if !landed {
+			return out, h, checker.Inconclusive, nil
+		}
+		return out, h, verdict, want
+	}
+	out, err := harness.Run(context.Background(), o)
+	require.NoError(t, err)
+	h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
+	require.NoError(t, err)
+	return out, h, verdict, want
+}

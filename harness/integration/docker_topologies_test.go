@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -94,15 +93,11 @@ func TestDockerTopologyCells(t *testing.T) {
 				slot(t, o.TimeLimit)
 			}
 			t0 := time.Now()
-			out, err := Run(context.Background(), o)
-			require.NoError(t, err)
+			out, h, verdict, want := runCell(t, o, tc.verdict, tc.want)
 			r := out.Result
 			found := kinds(r, "")
-			h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
-			require.NoError(t, err)
 			t.Logf("%s in %s (cluster up in %s): %s; anomalies %v; %d faults", r.Verdict, time.Since(t0).Round(100*time.Millisecond),
 				out.Startup.Round(time.Millisecond), r.Why, found, len(h.Faults))
-			verdict, want := tc.verdict, tc.want
 			if tc.missOK && missedFailover(r, h, o.TTL) {
 				t.Logf("no failover could give the lock away twice (a busy machine), as the history shows: inconclusive is the verdict this run earned")
 				verdict, want = checker.Inconclusive, nil

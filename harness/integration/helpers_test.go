@@ -11,6 +11,7 @@ import (
 // them read as they did (the shared helpers are in harness/harnesstest).
 type (
 	Options    = harness.Options
+	Outcome    = harness.Outcome
 	UsageError = harness.UsageError
 )
 
@@ -22,6 +23,7 @@ var (
 	failoverShape     = harnesstest.FailoverShape
 	kinds             = harnesstest.Kinds
 	missedFailover    = harnesstest.MissedFailover
+	runCell           = harnesstest.RunCell
 	assertNothingLeft = harnesstest.AssertNothingLeft
 	alive             = harnesstest.Alive
 	readFile          = harnesstest.ReadFile
