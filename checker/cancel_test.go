@@ -41,8 +41,26 @@ func TestCheckContextCancelled(t *testing.T) {
 		if after == 0 {
 			require.Equal(t, len(r.Properties), interrupted, "nothing decided after a cancel before the start")
 		} else {
-			requireProperty(t, r, string(KindDoubleHolder), Pass)
+			// The interval sweep decides double-holder in about 0.1 s on
+			// an idle machine: kept, it passes. Beside CPU hogs it may
+			// not have been decided by the cancel: interrupted, never
+			// failed.
+			if dh := propertyStatus(r, string(KindDoubleHolder)); dh == Interrupted {
+				t.Logf("double-holder was not decided within %s (a busy machine)", after)
+			} else {
+				requireProperty(t, r, string(KindDoubleHolder), Pass)
+			}
 			requireProperty(t, r, "linearizable", Interrupted)
 		}
 	}
+}
+
+// propertyStatus is the status of r's property name ("" when r has none).
+func propertyStatus(r Result, name string) Status {
+	for _, p := range r.Properties {
+		if p.Name == name {
+			return p.Status
+		}
+	}
+	return ""
 }
