@@ -388,15 +388,21 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 			t.replicas++
 		}
 		_, t.onClient = faultClient(f)
-		if struck(h, f, holds, byClient, slack) {
-			t.struck++
-		} else if sessionKill(h, f) {
-			if w, held, _ := killRegrant(h, f, holds); held {
+		if sessionKill(h, f) {
+			// struck's rule for such a kill, with the wait for the reason
+			// from the same pass.
+			w, held, regranted := killRegrant(h, f, holds)
+			switch {
+			case regranted:
+				t.struck++
+			case held:
 				t.sessionKills++
 				if w >= 0 && (t.killWait < 0 || w < t.killWait) {
 					t.killWait = w
 				}
 			}
+		} else if struck(h, f, holds, byClient, slack) {
+			t.struck++
 		}
 		if p, ok := h.Promotion(f); ok {
 			promotions = append(promotions, p.Time-f.Start)
