@@ -66,6 +66,11 @@ func Check(h *history.History, opts Options) Result {
 // is never safe (a violation found before still makes it unsafe). It
 // returns within about a second of ctx being done; Interrupted on the
 // result says whether it was.
+// propertyDone, when not nil, sees each property as a check has decided it
+// (or found it interrupted): TestCheckContextCancelled cancels right after
+// one. Set only by sequential tests.
+var propertyDone func(Property)
+
 func CheckContext(ctx context.Context, h *history.History, opts Options) Result {
 	opts = opts.withDefaults()
 	r := Result{
@@ -104,6 +109,9 @@ func CheckContext(ctx context.Context, h *history.History, opts Options) Result 
 		p.Millis = float64(time.Since(t0).Nanoseconds()) / 1e6
 		r.Properties = append(r.Properties, p)
 		r.Anomalies = append(r.Anomalies, as...)
+		if propertyDone != nil {
+			propertyDone(p)
+		}
 	}
 	slack := int64(opts.Slack)
 	var doubles []Anomaly
@@ -425,7 +433,7 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		t := by[n]
 		switch {
 		case t == nil:
-			why = append(why, fmt.Sprintf("nemesis %s never injected a fault", n))
+			why = append(why, NeverInjected(n))
 		case t.struck > 0:
 		case t.failed == t.faults:
 			why = append(why, fmt.Sprintf("every %s fault failed to take effect (see the fault table)", n))
@@ -435,7 +443,7 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 				w += " (the topology promoted none: the fault table says how its servers stood)"
 			}
 			why = append(why, w)
-		case n == "failover" && (misses[missKept] > 0 || misses[missNoRegrant] > 0):
+		case n == "failover" && (misses[missKept] > 0 || misses[missNoRegrant] > 0 || misses[missLate] > 0):
 			why = append(why, failoverMissWhy(misses, regrantWait)...)
 		case n == "failover":
 			lease := ""
@@ -456,12 +464,26 @@ func nemesisGaps(h *history.History, holds []Hold, slack int64) []string {
 		case t.replicas == t.faults:
 			why = append(why, fmt.Sprintf("every %s took down a replica, never the primary whose sessions hold the lock", n))
 		case t.onClient:
-			why = append(why, fmt.Sprintf("no %s fault started while its client held the lock", n))
+			why = append(why, NoneWhileHeld(n, true))
 		default:
-			why = append(why, fmt.Sprintf("no %s fault started while a client held the lock", n))
+			why = append(why, NoneWhileHeld(n, false))
 		}
 	}
 	return why
+}
+
+// NeverInjected is the reason a run whose nemesis n injected no fault
+// proves nothing.
+func NeverInjected(n string) string { return fmt.Sprintf("nemesis %s never injected a fault", n) }
+
+// NoneWhileHeld is the reason a run whose nemesis n injected faults, none
+// of them while a client held the lock (its own client, for a fault aimed
+// at one client: onClient), proves nothing.
+func NoneWhileHeld(n string, onClient bool) string {
+	if onClient {
+		return fmt.Sprintf("no %s fault started while its client held the lock", n)
+	}
+	return fmt.Sprintf("no %s fault started while a client held the lock", n)
 }
 
 // failoverMissWhy says why failovers that promoted a replica while a client
@@ -470,6 +492,9 @@ func failoverMissWhy(misses map[failoverMiss]int, regrantWait int64) []string {
 	var why []string
 	if misses[missKept] > 0 {
 		why = append(why, "no failover lost a live holder's lock: the promoted replica had applied every write the primary had committed, the holder's grant included, and this lock lives in those rows (a failover loses it only with a write the replica had not applied: the failover holds the replica's applier back before the grant it strikes after, and this grant came before)")
+	}
+	if misses[missLate] > 0 {
+		why = append(why, "a failover's replica was promoted only after the failover had stopped waiting for a promotion (30 s): when it came is not known, only when it was seen, so it proves nothing either way (the fault table says how the topology's servers stood)")
 	}
 	if misses[missNoRegrant] > 0 {
 		came := "no grant came after the promotion"
@@ -601,6 +626,7 @@ const (
 	missNoHolder                      // nobody held the lock (with a live lease) at the promotion
 	missKept                          // the promoted replica had every live holder's grant
 	missNoRegrant                     // nobody was granted the lock again before the holders it failed let go
+	missLate                          // the promotion was seen late (history.PromotedLate): when it came is not known
 )
 
 // failoverMissed says whether failover f gave the lock away twice where it
@@ -626,6 +652,9 @@ func failoverMissed(h *history.History, f history.Fault, holds []Hold, slack int
 	note, ok := h.Promotion(f)
 	if !ok {
 		return missNoPromote, 0
+	}
+	if history.Late(note) {
+		return missLate, 0
 	}
 	p := note.Time
 	ttl := h.Info.TTLMillis * 1e6

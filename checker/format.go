@@ -83,7 +83,9 @@ func faultsDuring(h *history.History, from, to int64) []string {
 	var out []string
 	for _, f := range h.FaultsDuring(from, to) {
 		s := faultString(f)
-		if p, ok := h.Promotion(f); ok {
+		if p, ok := h.Promotion(f); ok && history.Late(p) {
+			s += fmt.Sprintf(", replica promoted by %.2fs (seen late)", float64(p.Time)/1e9)
+		} else if ok {
 			s += fmt.Sprintf(", replica promoted at %.2fs", float64(p.Time)/1e9)
 		}
 		out = append(out, s)

@@ -51,6 +51,16 @@ const FailoverNote = "failover: "
 // and could not lose a grant to a promotion.
 const FailoverFailed = "failover failed: "
 
+// PromotedLate follows FailoverNote in the note of a promotion the
+// topology finished after the failover had stopped waiting for one (its
+// FailoverFailed note came first): the note's time is when the promotion
+// was seen, not when it came, so the checker never counts such a failover
+// as one that struck.
+const PromotedLate = "promoted late: "
+
+// Late reports whether promotion note e is a PromotedLate one.
+func Late(e Event) bool { return strings.HasPrefix(e.Detail, FailoverNote+PromotedLate) }
+
 // The promotion note of a failover on a topology that compares what the
 // failed primary had committed with what the promoted replica had applied
 // (mysql-replicated) ends with one of these. A lock kept in committed rows

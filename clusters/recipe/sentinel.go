@@ -592,28 +592,41 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 	}
 }
 
-// LatePromotion says whether the Sentinels have named a new master since
-// the last FailPrimary gave up waiting for one (clusters.ErrNoPromotion):
+// LatePromotion says whether a Sentinel has named a new master since the
+// last FailPrimary gave up waiting for one (clusters.ErrNoPromotion):
 // Sentinel finishing its failover past the limit, on a starved machine.
-// It says so once, with a line naming the new master; after Rejoin found
-// the old master the master again it says nothing.
+// Every running Sentinel is asked (one that has not heard of the promotion
+// yet still names the old master). It says so once, with a line naming
+// the new master; while every Sentinel names the old master, or after
+// Rejoin found it the master again, it says nothing. The old master then
+// counts as failed again, so that Rejoin waits until it is the new
+// master's replica: after an isolation it was healed already, and after a
+// kill Rejoin may have found it the master again before the promotion.
 func (c *Sentinel) LatePromotion(ctx context.Context) (string, bool) {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()
 	if c.unpromoted == "" {
 		return "", false
 	}
-	addr, err := c.masterAddr(ctx)
-	if err != nil || addr == c.unpromoted {
+	addr := ""
+	for _, s := range c.Sentinels {
+		if s.PID() == 0 {
+			continue
+		}
+		if a, err := c.sentinelMasterAddr(ctx, s.Addr()); err == nil && a != c.unpromoted && c.dataNode(a) != nil {
+			addr = a
+			break
+		}
+	}
+	if addr == "" {
 		return "", false
 	}
 	old := c.unpromoted
 	c.unpromoted = ""
-	name := addr
-	if n := c.dataNode(addr); n != nil {
-		name = fmt.Sprintf("%s (%s)", n.Name(), addr)
+	if c.failed == nil {
+		c.failed = c.dataNode(old)
 	}
-	return fmt.Sprintf("sentinels named %s the master after FailPrimary stopped waiting for a promotion (the failed master was %s): a late promotion, seen when this was recorded (it came earlier)", name, old), true
+	return fmt.Sprintf("sentinels named %s the master after FailPrimary stopped waiting for a promotion (the failed master was %s); seen when this was recorded, it came earlier", c.dataNode(addr).Name()+" ("+addr+")", old), true
 }
 
 // servesAgain reports whether the restarted master at addr is the master
