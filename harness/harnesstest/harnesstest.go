@@ -8,6 +8,7 @@ package harnesstest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -175,7 +176,8 @@ func MissedFailover(r checker.Result, h *history.History, ttl time.Duration) boo
 		return false
 	}
 	if !strings.Contains(r.Why, "no failover promoted a replica") && !strings.Contains(r.Why, "no failover lost a live holder's lock") &&
-		!strings.Contains(r.Why, "no failover's promoted replica granted the lock while") {
+		!strings.Contains(r.Why, "no failover's promoted replica granted the lock while") &&
+		!strings.Contains(r.Why, "a failover's replica was promoted only after the failover had stopped waiting") {
 		return false
 	}
 	n := 0
@@ -276,25 +278,24 @@ func ReadFile(t *testing.T, path string) string {
 }
 
 // NotLanded reports whether r is the inconclusive verdict of a run whose
-// faults did not land where they could matter, as its history shows: the
-// checker's reason is that nemesis never injected a fault (and h holds
-// none of it), or that none of its faults started while a client (or its
-// client) held the lock. Such a run says nothing about the lock: on a busy
-// machine a fault aimed at a moment (a grant whose reply it drops, a
-// replica held back before a grant) can miss it every time in a short run.
-func NotLanded(r checker.Result, h *history.History, nemesis string) bool {
+// faults did not land where they could matter, and for no other reason:
+// its one reason is that a nemesis of the run never injected a fault, or
+// that none of its faults started while a client (or its client) held the
+// lock (checker.NeverInjected, checker.NoneWhileHeld). Such a run says
+// nothing about the lock: on a busy machine a fault aimed at a moment (a
+// grant whose reply it drops, a replica held back before a grant) can miss
+// it every time in a short run. A run with too few acquires, or any other
+// reason besides, is not such a run.
+func NotLanded(r checker.Result, h *history.History) bool {
 	if r.Verdict != checker.Inconclusive {
 		return false
 	}
-	if strings.Contains(r.Why, fmt.Sprintf("nemesis %s never injected a fault", nemesis)) {
-		for _, f := range h.Faults {
-			if f.Name == nemesis {
-				return false
-			}
+	for _, n := range h.Info.Nemeses {
+		if r.Why == checker.NeverInjected(n) || r.Why == checker.NoneWhileHeld(n, true) || r.Why == checker.NoneWhileHeld(n, false) {
+			return true
 		}
-		return true
 	}
-	return strings.Contains(r.Why, fmt.Sprintf("no %s fault started while", nemesis))
+	return false
 }
 
 // RunLanded runs o and loads its history. When the run's faults did not
@@ -310,7 +311,7 @@ func RunLanded(t *testing.T, o harness.Options) (out *harness.Outcome, h *histor
 		require.NoError(t, err)
 		h, err = history.Load(filepath.Join(out.Dir, "history.jsonl"))
 		require.NoError(t, err)
-		if !NotLanded(out.Result, h, o.Nemesis) {
+		if !NotLanded(out.Result, h) {
 			return out, h, true
 		}
 		if try == 1 {
@@ -318,6 +319,7 @@ func RunLanded(t *testing.T, o harness.Options) (out *harness.Outcome, h *histor
 			return out, h, false
 		}
 		t.Logf("the faults of seed %d did not land (%s, a busy machine): once more with seed %d", o.Seed, out.Result.Why, o.Seed+1000)
+		assertSetAsideCleaned(t, o, out)
 		o.Seed += 1000
 	}
 }
@@ -340,4 +342,27 @@ func RunCell(t *testing.T, o harness.Options, verdict checker.Verdict, want []st
 	h, err := history.Load(filepath.Join(out.Dir, "history.jsonl"))
 	require.NoError(t, err)
 	return out, h, verdict, want
+}
+
+// assertSetAsideCleaned checks that a run RunLanded sets aside left nothing
+// behind: no client or server process, no unhealed fault, no network
+// namespace, no container or network (the cells check the run they keep).
+func assertSetAsideCleaned(t *testing.T, o harness.Options, out *harness.Outcome) {
+	t.Helper()
+	AssertNothingLeft(t, out.Dir)
+	if out.NetID != "" {
+		require.Empty(t, netns.Names(out.NetID), "namespaces left behind")
+	}
+	if o.Cluster != "docker" {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(out.Dir, "config.json"))
+	require.NoError(t, err)
+	var cfg struct {
+		RunID string `json:"run_id"`
+	}
+	require.NoError(t, json.Unmarshal(b, &cfg))
+	c, n, err := docker.Leftovers(context.Background(), cfg.RunID)
+	require.NoError(t, err)
+	require.Zero(t, c+n, "containers or networks left")
 }

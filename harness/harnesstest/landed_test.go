@@ -10,26 +10,27 @@ import (
 )
 
 func TestNotLanded(t *testing.T) {
-	none := &history.History{}
-	one := &history.History{Faults: []history.Fault{{Name: "failover"}}}
+	run := func(nemeses ...string) *history.History {
+		return &history.History{Info: history.RunInfo{Nemeses: nemeses}}
+	}
 	inc := func(why string) checker.Result { return checker.Result{Verdict: checker.Inconclusive, Why: why} }
 	for _, c := range []struct {
 		name string
 		r    checker.Result
 		h    *history.History
-		nem  string
 		want bool
 	}{
-		{"never injected, none recorded", inc("nemesis failover never injected a fault"), none, "failover", true},
-		{"never injected, yet the history holds one", inc("nemesis failover never injected a fault"), one, "failover", false},
-		{"another nemesis never injected", inc("nemesis pause never injected a fault"), none, "failover", false},
-		{"none struck while its client held", inc("no partition fault started while its client held the lock"), none, "partition", true},
-		{"none struck while a client held", inc("only 6 successful acquires (at least 10 needed); no kill fault started while a client held the lock"), none, "kill", true},
-		{"a missed failover is not a fault that did not land", inc("no failover promoted a replica"), one, "failover", false},
-		{"too few acquires", inc("only 6 successful acquires (at least 10 needed)"), none, "kill", false},
-		{"safe", checker.Result{Verdict: checker.Safe, Why: "no pause fault started while its client held the lock"}, none, "pause", false},
-		{"unsafe", checker.Result{Verdict: checker.Unsafe}, none, "pause", false},
+		{"never injected", inc(checker.NeverInjected("failover")), run("failover"), true},
+		{"never injected, one nemesis of two", inc(checker.NeverInjected("kill")), run("pause", "kill"), true},
+		{"a nemesis the run did not have", inc(checker.NeverInjected("pause")), run("failover"), false},
+		{"none struck while its client held", inc(checker.NoneWhileHeld("partition", true)), run("partition"), true},
+		{"none struck while a client held", inc(checker.NoneWhileHeld("kill", false)), run("kill"), true},
+		{"and too few acquires", inc("only 6 successful acquires (at least 10 needed); " + checker.NoneWhileHeld("kill", false)), run("kill"), false},
+		{"and another reason", inc(checker.NoneWhileHeld("pause", true) + "; " + checker.NeverInjected("partition")), run("pause", "partition"), false},
+		{"a missed failover", inc("no failover promoted a replica"), run("failover"), false},
+		{"safe", checker.Result{Verdict: checker.Safe, Why: checker.NoneWhileHeld("pause", true)}, run("pause"), false},
+		{"unsafe", checker.Result{Verdict: checker.Unsafe}, run("pause"), false},
 	} {
-		require.Equal(t, c.want, NotLanded(c.r, c.h, c.nem), c.name)
+		require.Equal(t, c.want, NotLanded(c.r, c.h), c.name)
 	}
 }
