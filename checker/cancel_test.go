@@ -24,12 +24,13 @@ func TestCheckContextCancelled(t *testing.T) {
 			cancel()
 			cancelled = time.Now()
 		} else {
-			// Cancelled as soon as double-holder is decided: the
-			// linearizability search, later, is cut short.
+			// Cancelled 20 ms after deadlock, the property before
+			// linearizable, is decided: the linearizability search (it
+			// takes seconds on this shape) is cut short.
 			propertyDone = func(p Property) {
-				if p.Name == string(KindDoubleHolder) {
-					cancelled = time.Now()
-					cancel()
+				if p.Name == "deadlock" {
+					cancelled = time.Now().Add(20 * time.Millisecond)
+					time.AfterFunc(20*time.Millisecond, cancel)
 				}
 			}
 		}
@@ -54,6 +55,11 @@ func TestCheckContextCancelled(t *testing.T) {
 		} else {
 			requireProperty(t, r, string(KindDoubleHolder), Pass) // kept
 			requireProperty(t, r, "linearizable", Interrupted)
+			for _, p := range r.Properties {
+				if p.Name == "linearizable" {
+					require.GreaterOrEqual(t, p.Millis, 15.0, "the search ran until the cancel")
+				}
+			}
 		}
 	}
 }

@@ -61,16 +61,16 @@ func Check(h *history.History, opts Options) Result {
 	return CheckContext(context.Background(), h, opts)
 }
 
+// propertyDone, when not nil, sees each property of the lock's own checks
+// as the check has run it (decided, or interrupted during its search):
+// TestCheckContextCancelled cancels from it. Set only by sequential tests.
+var propertyDone func(Property)
+
 // CheckContext is Check, stopped when ctx is done: the properties decided
 // by then keep their status, the others are Interrupted, and the verdict
 // is never safe (a violation found before still makes it unsafe). It
 // returns within about a second of ctx being done; Interrupted on the
 // result says whether it was.
-// propertyDone, when not nil, sees each property as a check has decided it
-// (or found it interrupted): TestCheckContextCancelled cancels right after
-// one. Set only by sequential tests.
-var propertyDone func(Property)
-
 func CheckContext(ctx context.Context, h *history.History, opts Options) Result {
 	opts = opts.withDefaults()
 	r := Result{
@@ -494,7 +494,7 @@ func failoverMissWhy(misses map[failoverMiss]int, regrantWait int64) []string {
 		why = append(why, "no failover lost a live holder's lock: the promoted replica had applied every write the primary had committed, the holder's grant included, and this lock lives in those rows (a failover loses it only with a write the replica had not applied: the failover holds the replica's applier back before the grant it strikes after, and this grant came before)")
 	}
 	if misses[missLate] > 0 {
-		why = append(why, "a failover's replica was promoted only after the failover had stopped waiting for a promotion (30 s): when it came is not known, only when it was seen, so it proves nothing either way (the fault table says how the topology's servers stood)")
+		why = append(why, "a failover's replica was promoted only after the failover had stopped waiting for a promotion: when it came is not known, only when it was seen, so it proves nothing either way (the fault table says how the topology's servers stood)")
 	}
 	if misses[missNoRegrant] > 0 {
 		came := "no grant came after the promotion"

@@ -114,7 +114,7 @@ func TestVerdict(t *testing.T) {
 		// counts as striking, even with a second grant after it that
 		// fencing contained.
 		{name: "a failover the topology promoted late", verdict: Inconclusive,
-			why: "a failover's replica was promoted only after the failover had stopped waiting for a promotion (30 s): when it came is not known, only when it was seen", build: func(b *hb) {
+			why: "a failover's replica was promoted only after the failover had stopped waiting for a promotion: when it came is not known, only when it was seen", build: func(b *hb) {
 				b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
 				t := b.cycles(6, 0)
 				b.acq(1, t, t+1, "f")

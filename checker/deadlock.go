@@ -267,7 +267,7 @@ func deadlockAnomaly(h *history.History, prev *Hold, from, to int64, n int, toEn
 	fmt.Fprintf(&sb, " (%d acquires failed: held, %s–%s).", n, at(from), at(to))
 	if prev != nil {
 		for _, f := range h.Faults {
-			if p, ok := h.Promotion(f); ok && p.Time >= prev.Start && p.Time <= from {
+			if p, ok := h.Promotion(f); ok && !history.Late(p) && p.Time >= prev.Start && p.Time <= from {
 				fmt.Fprintf(&sb, " A failover promoted a replica at %s, during or after client %d's last hold: the new primary had what the replica had applied, which may be an older state of the lock than the one its clients saw (a grant it still has, a release it lost).", at(p.Time), prev.Client)
 				break
 			}

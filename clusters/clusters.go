@@ -64,8 +64,10 @@ var ErrNoPromotion = errors.New("the topology promoted no replica")
 
 // LatePromoter is a Failoverer that can tell, after FailPrimary returned
 // ErrNoPromotion, that the topology promoted a replica after all, past the
-// limit (before or during Rejoin): LatePromotion says so once, with a line
-// naming the new primary.
+// limit (asked before Rejoin and after it): LatePromotion says so once,
+// with a line naming the new primary, and the old primary then counts as
+// failed again: the caller calls Rejoin (again) to make it the new
+// primary's replica.
 type LatePromoter interface {
 	LatePromotion(ctx context.Context) (string, bool)
 }

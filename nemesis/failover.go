@@ -290,7 +290,8 @@ func (f *failoverRun) failover(client int, end func(string), down, cool time.Dur
 	// After a failover the topology did not finish, a promotion seen
 	// before the rejoin or after it (then the old primary, the primary
 	// again, must rejoin once more, as the promoted replica's replica).
-	unpromoted := errors.Is(err, clusters.ErrNoPromotion)
+	failed := err
+	unpromoted := errors.Is(failed, clusters.ErrNoPromotion)
 	for try := 0; try < 2; try++ {
 		if unpromoted && f.late(client) {
 			unpromoted, back = false, "; a replica was promoted late"+f.back
@@ -301,6 +302,9 @@ func (f *failoverRun) failover(client int, end func(string), down, cool time.Dur
 		err = f.fo.Rejoin(rctx)
 		cancel()
 		if err != nil {
+			if !unpromoted && errors.Is(failed, clusters.ErrNoPromotion) {
+				line += "; a replica was promoted late"
+			}
 			end(line + "; rejoin failed: " + err.Error())
 			f.fail(fmt.Errorf("rejoin: %w", err))
 			return

@@ -130,6 +130,9 @@ func buildRun(h *history.History, r *checker.Result) runView {
 			Duration: durOrOpen(f.Start, f.End), Detail: f.Detail,
 		}
 		if p, ok := h.Promotion(f); ok && history.Late(p) {
+			if n, ok := h.NoPromotion(f); ok {
+				row.Detail += fmt.Sprintf("; at %s s, %s", secs(n.Time, 2), n.Detail)
+			}
 			row.Detail += fmt.Sprintf("; promoted by %s s (seen late): %s", secs(p.Time, 2), strings.TrimPrefix(p.Detail, history.FailoverNote+history.PromotedLate))
 		} else if ok {
 			row.Detail += fmt.Sprintf("; promoted at %s s: %s", secs(p.Time, 2), strings.TrimPrefix(p.Detail, history.FailoverNote))

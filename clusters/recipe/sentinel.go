@@ -597,8 +597,10 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 // Sentinel finishing its failover past the limit, on a starved machine.
 // Every running Sentinel is asked (one that has not heard of the promotion
 // yet still names the old master). It says so once, with a line naming
-// the new master; while every Sentinel names the old master, or after
-// Rejoin found it the master again, it says nothing. The old master then
+// the new master; while every running Sentinel names the old master (as
+// when Rejoin found it the master again), it says nothing. A Sentinel
+// counts only when the data node it names says it is a master. The old
+// master then
 // counts as failed again, so that Rejoin waits until it is the new
 // master's replica: after an isolation it was healed already, and after a
 // kill Rejoin may have found it the master again before the promotion.
@@ -613,7 +615,7 @@ func (c *Sentinel) LatePromotion(ctx context.Context) (string, bool) {
 		if s.PID() == 0 {
 			continue
 		}
-		if a, err := c.sentinelMasterAddr(ctx, s.Addr()); err == nil && a != c.unpromoted && c.dataNode(a) != nil {
+		if a, err := c.sentinelMasterAddr(ctx, s.Addr()); err == nil && a != c.unpromoted && c.dataNode(a) != nil && c.isMaster(ctx, a) {
 			addr = a
 			break
 		}
@@ -627,6 +629,14 @@ func (c *Sentinel) LatePromotion(ctx context.Context) (string, bool) {
 		c.failed = c.dataNode(old)
 	}
 	return fmt.Sprintf("sentinels named %s the master after FailPrimary stopped waiting for a promotion (the failed master was %s); seen when this was recorded, it came earlier", c.dataNode(addr).Name()+" ("+addr+")", old), true
+}
+
+// isMaster reports whether the data node at addr says it is a master.
+func (c *Sentinel) isMaster(ctx context.Context, addr string) bool {
+	rdb := c.admin(addr)
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "replication").Result()
+	return err == nil && InfoFields(info)["role"] == "master"
 }
 
 // servesAgain reports whether the restarted master at addr is the master

@@ -169,7 +169,8 @@ func FailoverShape(o *harness.Options) {
 // lives in rows (history.PromotedWithEveryWrite), or no other client was
 // granted the lock from the promotion until the holder whose grant the
 // failover followed let go (its first release after the failure began, or
-// the end of its validity).
+// the end of its validity), or the promotion was seen only late
+// (history.PromotedLate: when it came is not known).
 // Failover cells accept it in place of unsafe; never safe.
 func MissedFailover(r checker.Result, h *history.History, ttl time.Duration) bool {
 	if r.Verdict != checker.Inconclusive {
@@ -188,7 +189,7 @@ func MissedFailover(r checker.Result, h *history.History, ttl time.Duration) boo
 		n++
 		p, ok := h.Promotion(f)
 		switch {
-		case !ok, h.Info.Lease && !h.Info.Renews && p.Time-f.Start > ttl.Nanoseconds():
+		case !ok, history.Late(p), h.Info.Lease && !h.Info.Renews && p.Time-f.Start > ttl.Nanoseconds():
 		case !h.Info.Session && strings.HasSuffix(p.Detail, history.PromotedWithEveryWrite):
 		case regranted(h, f.Client, f.Start, p.Time):
 			return false
