@@ -109,9 +109,7 @@ func TestZKEtcdCells(t *testing.T) {
 			if verdict != "" {
 				require.Equal(t, verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
 			}
-			for _, k := range want {
-				require.Positive(t, found[k], "want a %s anomaly; got %v", k, found)
-			}
+			requireKinds(t, found, want)
 			for _, k := range c.wantNone {
 				require.Zero(t, found[k], "want no %s anomaly; got %v", k, found)
 			}

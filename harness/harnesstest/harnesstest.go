@@ -367,3 +367,20 @@ func assertSetAsideCleaned(t *testing.T, o harness.Options, out *harness.Outcome
 	require.NoError(t, err)
 	require.Zero(t, c+n, "containers or networks left")
 }
+
+// RequireKinds requires, for each kind in want, an anomaly of that kind
+// among found (Kinds). A double holder of a lease lock may show instead as
+// a release told ok on an expired lease: the holder lost its lease while it
+// held the lock (a pause, a partition) and let go before another client
+// was granted it (on a busy machine the others come late); that is logged,
+// and accepted.
+func RequireKinds(t *testing.T, found map[string]int, want []string) {
+	t.Helper()
+	for _, k := range want {
+		if k == string(checker.KindDoubleHolder) && found[k] == 0 && found[string(checker.KindReleaseOKOnExpired)] > 0 {
+			t.Logf("the lost lease shows as a release ok on an expired lease, not a double holder: no other client was granted the lock before its holder let go")
+			continue
+		}
+		require.Positive(t, found[k], "want a %s anomaly; got %v", k, found)
+	}
+}

@@ -24,6 +24,7 @@ var (
 	kinds             = harnesstest.Kinds
 	missedFailover    = harnesstest.MissedFailover
 	runCell           = harnesstest.RunCell
+	requireKinds      = harnesstest.RequireKinds
 	assertNothingLeft = harnesstest.AssertNothingLeft
 	alive             = harnesstest.Alive
 	readFile          = harnesstest.ReadFile
