@@ -61,11 +61,6 @@ func Check(h *history.History, opts Options) Result {
 	return CheckContext(context.Background(), h, opts)
 }
 
-// propertyDone, when not nil, sees each property of the lock's own checks
-// as the check has run it (decided, or interrupted during its search):
-// TestCheckContextCancelled cancels from it. Set only by sequential tests.
-var propertyDone func(Property)
-
 // CheckContext is Check, stopped when ctx is done: the properties decided
 // by then keep their status, the others are Interrupted, and the verdict
 // is never safe (a violation found before still makes it unsafe). It
@@ -109,9 +104,6 @@ func CheckContext(ctx context.Context, h *history.History, opts Options) Result 
 		p.Millis = float64(time.Since(t0).Nanoseconds()) / 1e6
 		r.Properties = append(r.Properties, p)
 		r.Anomalies = append(r.Anomalies, as...)
-		if propertyDone != nil {
-			propertyDone(p)
-		}
 	}
 	slack := int64(opts.Slack)
 	var doubles []Anomaly

@@ -31,6 +31,11 @@ func checkLinearizable(f *facts, opts Options) (Property, []Anomaly) {
 // the other surely held the lock, whatever the open operations did) fails
 // the property even where the sweep gives up; where the sweep decides, its
 // verdict and witness (the first operation that cannot be placed) stand.
+// searchStarted, when not nil, is called as the lock sweep starts its
+// search: TestCheckContextCancelled cancels the check from it. Set only by
+// sequential tests.
+var searchStarted func()
+
 func checkLinearizableCtx(ctx context.Context, f *facts, opts Options) (Property, []Anomaly) {
 	h := withSessionEnds(f.h, f.holds)
 	ops, dropped, m := prepareLock(h, int64(opts.Slack))
@@ -50,6 +55,9 @@ func checkLinearizableCtx(ctx context.Context, f *facts, opts Options) (Property
 	b := startBudget(limit)
 	defer b.stop()
 	halt := func() bool { return ctx.Err() != nil || b.over() }
+	if searchStarted != nil {
+		searchStarted()
+	}
 	r := runLockSweepHalt(ops, dropped, m, opts, halt)
 	b.stop()
 	st := r.s.stats

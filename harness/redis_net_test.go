@@ -95,7 +95,9 @@ func TestNetworkAndClockCells(t *testing.T) {
 			if verdict != "" {
 				require.Equal(t, verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
 			}
-			requireKinds(t, found, want)
+			for _, k := range want {
+				require.Positive(t, found[k], "want a %s anomaly; got %v", k, found)
+			}
 			causes := map[string]int{}
 			for _, a := range r.Anomalies {
 				if a.Kind == checker.KindDoubleHolder {

@@ -119,9 +119,12 @@ var runSeq atomic.Int64
 
 // replyLimit is how long a running client may take to answer one request,
 // the time it spends frozen by a fault not counted: its own deadline for the
-// request, plus a blocking wait, plus slack.
+// request, plus a blocking wait, plus slack. A request of a session lock
+// may wait as long as the session (the ZooKeeper client learns of a dead
+// connection only after 2/3 of its timeout): the deadline is the longer of
+// the op timeout and the TTL.
 func replyLimit(o Options) time.Duration {
-	d := o.OpTimeout + 5*time.Second
+	d := max(o.OpTimeout, o.TTL) + 5*time.Second
 	if o.Wait {
 		d += o.WaitTimeout
 	}

@@ -600,10 +600,10 @@ func (c *Sentinel) Rejoin(ctx context.Context) error {
 // the new master; while every running Sentinel names the old master (as
 // when Rejoin found it the master again), it says nothing. A Sentinel
 // counts only when the data node it names says it is a master. The old
-// master then
-// counts as failed again, so that Rejoin waits until it is the new
-// master's replica: after an isolation it was healed already, and after a
-// kill Rejoin may have found it the master again before the promotion.
+// master then counts as failed again, so that Rejoin waits until it is the
+// new master's replica: after an isolation it was healed already, and
+// after a kill Rejoin may have found it the master again before the
+// promotion.
 func (c *Sentinel) LatePromotion(ctx context.Context) (string, bool) {
 	c.fmu.Lock()
 	defer c.fmu.Unlock()

@@ -104,7 +104,7 @@ func TestDockerTopologyCells(t *testing.T) {
 				verdict, want = checker.Inconclusive, nil
 			}
 			require.Equal(t, verdict, r.Verdict, "why: %s; anomalies: %v", r.Why, found)
-			requireKinds(t, found, want)
+			requireKinds(t, r, h, want)
 			for _, f := range h.Faults {
 				require.NotEqual(t, history.Never, f.End, "fault %s on %s was never healed", f.Name, f.Target)
 			}
