@@ -97,14 +97,7 @@ func TestVerdict(t *testing.T) {
 		// refused a stale one): the run proves nothing, and says why.
 		{name: "a failover the topology promoted no replica for", verdict: Inconclusive,
 			why: "no failover promoted a replica (the topology promoted none: the fault table says how its servers stood)", build: func(b *hb) {
-				b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
-				t := b.cycles(6, 0)
-				b.acq(1, t, t+1, "f")
-				b.fault++
-				b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
-				b.add(t+60, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1,
-					Detail: history.FailoverFailed + "no sentinel named a new master within 30s"})
-				b.add(t+40, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverFailed + "no sentinel named a new master within 30s"})
+				t := unpromotedFailover(b, "")
 				b.rel(1, t+50, t+51, "f", history.OK, "f")
 				b.cycles(6, t+70)
 			}},
@@ -115,14 +108,7 @@ func TestVerdict(t *testing.T) {
 		// fencing contained.
 		{name: "a failover the topology promoted late", verdict: Inconclusive,
 			why: "a failover's replica was promoted only after the failover had stopped waiting for a promotion: when it came is not known, only when it was seen", build: func(b *hb) {
-				b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
-				t := b.cycles(6, 0)
-				b.acq(1, t, t+1, "f")
-				b.fault++
-				b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
-				b.add(t+60, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1,
-					Detail: history.FailoverFailed + "no sentinel named a new master within 30s; the old primary rejoined as a replica"})
-				b.add(t+40, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverFailed + "no sentinel named a new master within 30s"})
+				t := unpromotedFailover(b, "; a replica was promoted late; the old primary rejoined as a replica")
 				b.add(t+42, history.Event{Type: history.Note, Client: 1, Detail: history.FailoverNote + history.PromotedLate + "sentinels named redis-2 the master after FailPrimary stopped waiting for a promotion"})
 				b.acq(2, t+44, t+45, "g")
 				b.info.Fence = true
@@ -400,4 +386,20 @@ func failoverCells(b *hb, promote, release float64, relType history.Type, during
 	b.rel(1, t+release, t+release+1, "f", relType, removed)
 	b.add(t+release+30, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
 	b.cycles(6, t+release+40)
+}
+
+// unpromotedFailover builds a failover cell whose FailPrimary gave up: 6
+// cycles, client 1's grant "f" at t, the failover from t+2 to t+60 (its end
+// saying end after the failure), its failover-failed note at t+40. It
+// returns t.
+func unpromotedFailover(b *hb, end string) float64 {
+	b.info.Nemeses, b.info.Lease, b.info.TTLMillis = []string{"failover"}, true, 100
+	t := b.cycles(6, 0)
+	b.acq(1, t, t+1, "f")
+	b.fault++
+	failed := history.FailoverFailed + "no sentinel named a new master within 30s"
+	b.add(t+2, history.Event{Type: history.FaultStart, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1})
+	b.add(t+60, history.Event{Type: history.FaultEnd, Fault: "failover", FaultID: b.fault, Target: "primary", Client: 1, Detail: failed + end})
+	b.add(t+40, history.Event{Type: history.Note, Client: 1, Detail: failed})
+	return t
 }
